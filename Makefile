@@ -1,0 +1,103 @@
+# MetaStore: build, run, test and benchmark. `make help` lists the targets.
+#
+# Everything a fresh Debian/Ubuntu machine needs is installed on demand:
+# `make run` and `make test` call `make deps` (system packages via apt-get)
+# and build what they use, the reference etcd binaries included.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+
+BIN_DIR   := bin
+METASTORE := $(BIN_DIR)/metastore
+# Reference etcd 3.6 binaries, pinned by the separate module in tools/.
+REF_DIR      := $(BIN_DIR)/ref
+REF_BINARIES := $(REF_DIR)/etcd $(REF_DIR)/etcdctl $(REF_DIR)/benchmark
+TOOLS_MOD    := tools/go.mod tools/go.sum
+
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(BIN_DIR)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+# `make run`: one member on the standard etcd ports.
+RUN_DATA_DIR := data/default.metastore
+RUN_FLAGS    ?=
+
+TEST_TIMEOUT := 20m
+# Binary under test for the end-to-end suite: metastore or etcd.
+E2E_TARGET ?= metastore
+
+.PHONY: help deps build tools run test test-unit test-e2e test-e2e-etcd bench lint clean
+
+help:
+	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
+	@echo "make build          build $(METASTORE)"
+	@echo "make tools          build the reference etcd, etcdctl and benchmark into $(REF_DIR)/"
+	@echo "make run            deps + build, then run one member on 127.0.0.1:2379 (data in $(RUN_DATA_DIR))"
+	@echo "make test           deps + build + tools, then unit tests (-race) and the e2e suite"
+	@echo "make test-unit      unit tests with -race (everything but ./test/...)"
+	@echo "make test-e2e       e2e suite against E2E_TARGET (default metastore)"
+	@echo "make test-e2e-etcd  e2e suite against the reference etcd (validates the tests)"
+	@echo "make bench          Go benchmarks of ./internal/..., then bench/compare.sh (MetaStore vs etcd)"
+	@echo "make lint           go vet and staticcheck $(STATICCHECK_VERSION)"
+	@echo "make clean          remove $(BIN_DIR)/ and data/"
+
+deps:
+	@scripts/install-deps.sh
+
+build:
+	$(GO) build -o $(METASTORE) ./cmd/metastore
+
+tools: $(REF_BINARIES)
+
+# go build leaves an up-to-date output untouched, so touch it to keep make
+# from rebuilding on every run once tools/go.mod is newer than the binary.
+$(REF_DIR)/etcd: $(TOOLS_MOD)
+	cd tools && $(GO) build -o ../$@ go.etcd.io/etcd/server/v3
+	@touch $@
+
+$(REF_DIR)/etcdctl: $(TOOLS_MOD)
+	cd tools && $(GO) build -o ../$@ go.etcd.io/etcd/etcdctl/v3
+	@touch $@
+
+$(REF_DIR)/benchmark: $(TOOLS_MOD)
+	cd tools && $(GO) build -o ../$@ go.etcd.io/etcd/v3/tools/benchmark
+	@touch $@
+
+run: deps build
+	@mkdir -p $(dir $(RUN_DATA_DIR))
+	./$(METASTORE) --name=default --data-dir=$(RUN_DATA_DIR) \
+		--listen-client-urls=http://127.0.0.1:2379 --advertise-client-urls=http://127.0.0.1:2379 \
+		--listen-peer-urls=http://127.0.0.1:2380 --initial-advertise-peer-urls=http://127.0.0.1:2380 \
+		--initial-cluster=default=http://127.0.0.1:2380 $(RUN_FLAGS)
+
+test: deps build tools
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-e2e
+
+test-unit:
+	pkgs="$$($(GO) list ./... | { grep -v '/test/' || true; })"; \
+	if [[ -z "$$pkgs" ]]; then echo "no unit test packages"; exit 0; fi; \
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $$pkgs
+
+# -count=1: the go test cache does not know the server binary changed.
+test-e2e:
+	E2E_TARGET=$(E2E_TARGET) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
+
+test-e2e-etcd: tools
+	E2E_TARGET=etcd $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
+
+bench: build tools
+	$(GO) test -run '^$$' -bench . ./internal/...
+	bench/compare.sh
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: $(STATICCHECK)
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+clean:
+	rm -rf $(BIN_DIR) data

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of MetaStore and the reference etcd 3.6.
+#
+# Starts one single-member server per target (own ports, own data dir under
+# a temporary directory), runs etcd's own `benchmark` tool against each in
+# turn - put, linearizable range, serializable range - and prints req/s and
+# p99 latency per workload next to each other.
+#
+# Environment knobs (defaults match the etcd performance docs):
+#   TARGETS="metastore etcd"   which servers to run (either or both)
+#   CONNS=100 CLIENTS=1000     gRPC connections and concurrent clients
+#   TOTAL=100000               requests per workload
+#   KEY_SIZE=8 VAL_SIZE=256    put request shape (range reads one such value)
+#   METASTORE_FLAGS=""         extra flags for bin/metastore (e.g. --storage-engine=rocksdb)
+#   KEEP=1                     keep the work directory (logs, data) afterwards
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TARGETS="${TARGETS:-metastore etcd}"
+CONNS="${CONNS:-100}"
+CLIENTS="${CLIENTS:-1000}"
+TOTAL="${TOTAL:-100000}"
+KEY_SIZE="${KEY_SIZE:-8}"
+VAL_SIZE="${VAL_SIZE:-256}"
+METASTORE_FLAGS="${METASTORE_FLAGS:-}"
+KEEP="${KEEP:-}"
+
+benchmark="$root/bin/ref/benchmark"
+etcdctl="$root/bin/ref/etcdctl"
+workloads=(put range-linearizable range-serializable)
+ready_timeout=30
+
+declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
+declare -A client_port=([metastore]=22379 [etcd]=32379)
+declare -A peer_port=([metastore]=22380 [etcd]=32380)
+declare -A pid=()
+declare -A rps=()
+declare -A p99=()
+
+log() { echo "compare: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+for target in $TARGETS; do
+	[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want metastore and/or etcd)"
+	[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
+done
+[[ -x "$benchmark" && -x "$etcdctl" ]] || die "reference tools missing: run make tools"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-bench.XXXXXX")"
+cleanup() {
+	for target in "${!pid[@]}"; do
+		kill "${pid[$target]}" 2>/dev/null || true
+		wait "${pid[$target]}" 2>/dev/null || true
+	done
+	if [[ -n "$KEEP" ]]; then
+		log "logs and data kept in $work"
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+
+endpoint() { echo "127.0.0.1:${client_port[$1]}"; }
+
+start_server() {
+	local target=$1 name="bench-$1" client peer
+	client="http://$(endpoint "$target")"
+	peer="http://127.0.0.1:${peer_port[$target]}"
+	local extra=()
+	if [[ "$target" == metastore && -n "$METASTORE_FLAGS" ]]; then
+		read -r -a extra <<<"$METASTORE_FLAGS"
+	fi
+	"${binary[$target]}" --name="$name" --data-dir="$work/$target.data" \
+		--listen-client-urls="$client" --advertise-client-urls="$client" \
+		--listen-peer-urls="$peer" --initial-advertise-peer-urls="$peer" \
+		--initial-cluster="$name=$peer" --initial-cluster-state=new \
+		"${extra[@]}" >"$work/$target.log" 2>&1 &
+	pid[$target]=$!
+}
+
+wait_ready() {
+	local target=$1 deadline=$((SECONDS + ready_timeout))
+	until "$etcdctl" --endpoints="$(endpoint "$target")" --command-timeout=2s \
+		endpoint health >/dev/null 2>&1; do
+		kill -0 "${pid[$target]}" 2>/dev/null || die "$target exited during start-up; log: $work/$target.log"
+		((SECONDS < deadline)) || die "$target not healthy after ${ready_timeout}s; log: $work/$target.log"
+		sleep 0.2
+	done
+}
+
+# run_workload TARGET WORKLOAD: runs the benchmark, records req/s and p99.
+run_workload() {
+	local target=$1 workload=$2 out="$work/$1.$2.txt"
+	local args=(--endpoints="$(endpoint "$target")" --conns="$CONNS" --clients="$CLIENTS")
+	case "$workload" in
+	put) args+=(put --total="$TOTAL" --key-size="$KEY_SIZE" --val-size="$VAL_SIZE") ;;
+	range-linearizable) args+=(range foo --total="$TOTAL" --consistency=l) ;;
+	range-serializable) args+=(range foo --total="$TOTAL" --consistency=s) ;;
+	esac
+	log "$target: $workload"
+	# The progress bar goes to stderr; keep it out of the terminal.
+	"$benchmark" "${args[@]}" >"$out" 2>"$work/$target.$workload.stderr" ||
+		die "benchmark $workload against $target failed; see $out"
+	if grep -q '^Error distribution' "$out"; then
+		log "$target $workload: some requests failed:"
+		sed -n '/^Error distribution/,$p' "$out" >&2
+	fi
+	rps[$target.$workload]="$(awk '/Requests\/sec:/ { printf "%.0f", $2 }' "$out")"
+	p99[$target.$workload]="$(awk '$1 == "99%" && $2 == "in" { printf "%.2f", $3 * 1000 }' "$out")"
+}
+
+for target in $TARGETS; do
+	start_server "$target"
+done
+for target in $TARGETS; do
+	wait_ready "$target"
+	# The range workloads read "foo"; give it a value of the put size.
+	"$etcdctl" --endpoints="$(endpoint "$target")" put foo "$(head -c "$VAL_SIZE" /dev/zero | tr '\0' v)" >/dev/null
+done
+
+for workload in "${workloads[@]}"; do
+	for target in $TARGETS; do
+		run_workload "$target" "$workload"
+	done
+done
+
+echo
+echo "conns=$CONNS clients=$CLIENTS total=$TOTAL key-size=$KEY_SIZE val-size=$VAL_SIZE"
+# With both targets, the last column is MetaStore's throughput relative to etcd's.
+both=""
+[[ " $TARGETS " == *" metastore "* && " $TARGETS " == *" etcd "* ]] && both=1
+printf '%-20s' workload
+for target in $TARGETS; do
+	printf '  %14s  %12s' "$target req/s" "p99 ms"
+done
+[[ -n "$both" ]] && printf '  %16s' "metastore/etcd"
+echo
+for workload in "${workloads[@]}"; do
+	printf '%-20s' "$workload"
+	for target in $TARGETS; do
+		printf '  %14s  %12s' "${rps[$target.$workload]:-?}" "${p99[$target.$workload]:-?}"
+	done
+	if [[ -n "$both" ]]; then
+		printf '  %16s' "$(awk -v m="${rps[metastore.$workload]:-0}" -v e="${rps[etcd.$workload]:-0}" \
+			'BEGIN { if (e > 0) printf "%.2fx", m / e; else print "?" }')"
+	fi
+	echo
+done

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/metastore-io/metastore/internal/membership"
+)
+
+// options are the serve flags. Names and defaults are etcd's, so an etcd
+// command line (or an ETCD_* environment) starts a MetaStore member.
+type options struct {
+	name                     string
+	dataDir                  string
+	listenClientURLs         string
+	advertiseClientURLs      string
+	listenPeerURLs           string
+	initialAdvertisePeerURLs string
+	initialCluster           string
+	initialClusterState      string
+	initialClusterToken      string
+	snapshotCount            uint64
+	maxRequestBytes          uint
+	maxTxnOps                uint
+	heartbeatMs              uint
+	electionMs               uint
+	logLevel                 string
+	logFormat                string
+	storageEngine            string
+}
+
+func (o *options) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.name, "name", "default", "Human-readable name for this member.")
+	fs.StringVar(&o.dataDir, "data-dir", "", "Path to the data directory (default \"${name}.metastore\").")
+	fs.StringVar(&o.listenClientURLs, "listen-client-urls", "http://localhost:2379", "List of URLs to listen on for client traffic.")
+	fs.StringVar(&o.advertiseClientURLs, "advertise-client-urls", "http://localhost:2379", "List of this member's client URLs to advertise to the rest of the cluster.")
+	fs.StringVar(&o.listenPeerURLs, "listen-peer-urls", "http://localhost:2380", "List of URLs to listen on for peer traffic.")
+	fs.StringVar(&o.initialAdvertisePeerURLs, "initial-advertise-peer-urls", "http://localhost:2380", "List of this member's peer URLs to advertise to the rest of the cluster.")
+	fs.StringVar(&o.initialCluster, "initial-cluster", "", "Initial cluster configuration for bootstrapping (default \"${name}=${initial-advertise-peer-urls}\").")
+	fs.StringVar(&o.initialClusterState, "initial-cluster-state", "new", "Initial cluster state ('new' or 'existing').")
+	fs.StringVar(&o.initialClusterToken, "initial-cluster-token", "etcd-cluster", "Initial cluster token for the cluster during bootstrap.")
+	fs.Uint64Var(&o.snapshotCount, "snapshot-count", 10000, "Number of committed transactions to trigger a snapshot to disk.")
+	fs.UintVar(&o.maxRequestBytes, "max-request-bytes", 1.5*1024*1024, "Maximum client request size in bytes the server will accept.")
+	fs.UintVar(&o.maxTxnOps, "max-txn-ops", 128, "Maximum number of operations permitted in a transaction.")
+	fs.UintVar(&o.heartbeatMs, "heartbeat-interval", 100, "Time (in milliseconds) of a heartbeat interval.")
+	fs.UintVar(&o.electionMs, "election-timeout", 1000, "Time (in milliseconds) for an election to timeout.")
+	fs.StringVar(&o.logLevel, "log-level", "info", "Configures log level. Only supports debug, info, warn, error, panic, or fatal.")
+	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
+	fs.StringVar(&o.storageEngine, "storage-engine", "memory", "Storage engine: memory or rocksdb.")
+}
+
+// applyEnv sets every flag not given on the command line from
+// ETCD_<FLAG_NAME> (etcd's convention) or METASTORE_<FLAG_NAME>, the latter
+// winning.
+func applyEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		suffix := strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		for _, prefix := range []string{"METASTORE_", "ETCD_"} {
+			if v, ok := os.LookupEnv(prefix + suffix); ok {
+				if serr := fs.Set(f.Name, v); serr != nil {
+					err = fmt.Errorf("invalid value %q for %s%s: %w", v, prefix, suffix, serr)
+				}
+				return
+			}
+		}
+	})
+	return err
+}
+
+// validate checks the options as etcd's config validation does and fills
+// the derived defaults.
+func (o *options) validate() error {
+	if o.dataDir == "" {
+		o.dataDir = o.name + ".metastore"
+	}
+	for flag, list := range map[string]string{
+		"--listen-client-urls":          o.listenClientURLs,
+		"--advertise-client-urls":       o.advertiseClientURLs,
+		"--listen-peer-urls":            o.listenPeerURLs,
+		"--initial-advertise-peer-urls": o.initialAdvertisePeerURLs,
+	} {
+		for _, u := range splitURLs(list) {
+			if err := membership.ValidateURL(u); err != nil {
+				return fmt.Errorf("%s: %w", flag, err)
+			}
+		}
+		if len(splitURLs(list)) == 0 {
+			return fmt.Errorf("%s must not be empty", flag)
+		}
+	}
+	if o.initialCluster == "" {
+		parts := []string{}
+		for _, u := range splitURLs(o.initialAdvertisePeerURLs) {
+			parts = append(parts, o.name+"="+u)
+		}
+		o.initialCluster = strings.Join(parts, ",")
+	}
+	if _, err := membership.ParseInitialCluster(o.initialCluster); err != nil {
+		return err
+	}
+	switch o.initialClusterState {
+	case "new", "existing":
+	default:
+		return fmt.Errorf("unexpected --initial-cluster-state %q: want new or existing", o.initialClusterState)
+	}
+	if o.heartbeatMs == 0 {
+		return fmt.Errorf("--heartbeat-interval must be greater than 0")
+	}
+	if 5*o.heartbeatMs > o.electionMs {
+		return fmt.Errorf("--election-timeout[%vms] should be at least as 5 times as --heartbeat-interval[%vms]", o.electionMs, o.heartbeatMs)
+	}
+	if o.electionMs > 50000 {
+		return fmt.Errorf("--election-timeout[%vms] is too long, and should be set less than 50000ms", o.electionMs)
+	}
+	if o.snapshotCount == 0 {
+		return fmt.Errorf("--snapshot-count must be greater than 0")
+	}
+	if o.maxRequestBytes == 0 {
+		return fmt.Errorf("--max-request-bytes must be greater than 0")
+	}
+	if o.maxTxnOps == 0 {
+		return fmt.Errorf("--max-txn-ops must be greater than 0")
+	}
+	if _, err := parseLevel(o.logLevel); err != nil {
+		return err
+	}
+	switch o.logFormat {
+	case "json", "text":
+	default:
+		return fmt.Errorf("unknown --log-format %q: want json or text", o.logFormat)
+	}
+	switch o.storageEngine {
+	case "memory", "rocksdb":
+	default:
+		return fmt.Errorf("unknown --storage-engine %q: want memory or rocksdb", o.storageEngine)
+	}
+	return nil
+}
+
+func splitURLs(list string) []string {
+	var out []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// listenAddr turns a listen URL into a host:port for net.Listen.
+func listenAddr(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme == "https" || u.Scheme == "unixs" {
+		return "", fmt.Errorf("%s: TLS listeners are not supported yet; use http", raw)
+	}
+	if u.Scheme == "unix" {
+		return "", fmt.Errorf("%s: unix socket listeners are not supported yet; use http", raw)
+	}
+	return u.Host, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch s {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error", "panic", "fatal":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown --log-level %q: only supports debug, info, warn, error, panic, or fatal", s)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/memory"
+	"github.com/metastore-io/metastore/internal/server"
+	"github.com/metastore-io/metastore/pkg/etcdcompat"
+)
+
+// drainTimeout bounds how long a graceful stop waits for in-flight RPCs.
+const drainTimeout = 10 * time.Second
+
+// run serves until SIGTERM/SIGINT, then stops gracefully.
+func run(ctx context.Context, o *options) error {
+	logger := newLogger(o)
+	ctx, stop := signal.NotifyContext(ctxOrBackground(ctx), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	backend, err := openBackend(o.storageEngine)
+	if err != nil {
+		return usageError{err}
+	}
+	initial, _ := membership.ParseInitialCluster(o.initialCluster) // validated
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// Bind the client listeners before starting the member, so a port
+	// conflict fails fast and clients queue in the backlog until ready.
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for _, u := range splitURLs(o.listenClientURLs) {
+		addr, err := listenAddr(u)
+		if err != nil {
+			return usageError{err}
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen for clients on %s: %w", u, err)
+		}
+		listeners = append(listeners, l)
+	}
+
+	srv, err := server.New(server.Config{
+		Name:                o.name,
+		DataDir:             o.dataDir,
+		InitialCluster:      initial,
+		InitialClusterToken: o.initialClusterToken,
+		NewCluster:          o.initialClusterState == "new",
+		PeerURLs:            splitURLs(o.initialAdvertisePeerURLs),
+		ClientURLs:          splitURLs(o.advertiseClientURLs),
+		SnapshotCount:       o.snapshotCount,
+		MaxRequestBytes:     o.maxRequestBytes,
+		MaxTxnOps:           o.maxTxnOps,
+		TickInterval:        time.Duration(o.heartbeatMs) * time.Millisecond,
+		ElectionTicks:       int(o.electionMs / o.heartbeatMs),
+		Backend:             backend,
+		Logger:              logger,
+		Metrics:             registry,
+	})
+	if err != nil {
+		backend.Close()
+		return err
+	}
+
+	select {
+	case <-srv.Ready():
+	case <-ctx.Done():
+		srv.Stop()
+		return nil
+	}
+
+	clients := etcdcompat.NewClientServer(etcdcompat.Config{
+		Member:          srv,
+		MaxRequestBytes: o.maxRequestBytes,
+		MaxTxnOps:       o.maxTxnOps,
+		Logger:          logger,
+		Metrics:         registry,
+	})
+	serveErr := make(chan error, len(listeners))
+	for _, l := range listeners {
+		logger.Info("serving client traffic", "address", l.Addr().String())
+		go func(l net.Listener) { serveErr <- clients.Serve(l) }(l)
+	}
+	listeners = nil // owned by the client server now
+
+	var result error
+	select {
+	case <-ctx.Done():
+		logger.Info("received signal, stopping gracefully")
+	case err := <-serveErr:
+		if err != nil {
+			result = fmt.Errorf("serve clients: %w", err)
+		}
+	}
+	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	clients.Stop(drainCtx)
+	srv.Stop()
+	return result
+}
+
+func ctxOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+func openBackend(engine string) (kvstore.Backend, error) {
+	switch engine {
+	case "memory":
+		return memory.New(), nil
+	case "rocksdb":
+		return nil, errors.New("--storage-engine=rocksdb: the RocksDB engine is not built yet; use --storage-engine=memory")
+	}
+	return nil, fmt.Errorf("unknown --storage-engine %q", engine)
+}
+
+func newLogger(o *options) *slog.Logger {
+	level, _ := parseLevel(o.logLevel)
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewJSONHandler(os.Stderr, hopts)
+	if o.logFormat == "text" {
+		h = slog.NewTextHandler(os.Stderr, hopts)
+	}
+	return slog.New(h).With("name", o.name)
+}

@@ -1,0 +1,178 @@
+package kvstore
+
+import (
+	"github.com/google/btree"
+)
+
+// indexDegree is the B-tree degree of the key index (etcd uses 32 too).
+const indexDegree = 32
+
+// indexView is a read-only key index: a B-tree of keyIndex ordered by key.
+// A published indexView is never modified, so any number of goroutines may
+// use it without locks.
+type indexView struct {
+	tree *btree.BTreeG[*keyIndex]
+}
+
+// lookup returns the keyIndex of key, or nil.
+func (x indexView) lookup(key []byte) *keyIndex {
+	ki, ok := x.tree.Get(&keyIndex{key: key})
+	if !ok {
+		return nil
+	}
+	return ki
+}
+
+// visit calls fn for every keyIndex in [key, end) in key order until fn
+// returns false. end semantics follow etcd's index: nil means the single
+// key, empty (non-nil) means no upper bound.
+func (x indexView) visit(key, end []byte, fn func(ki *keyIndex) bool) {
+	if end == nil {
+		if ki := x.lookup(key); ki != nil {
+			fn(ki)
+		}
+		return
+	}
+	probe := &keyIndex{key: key}
+	if len(end) == 0 {
+		x.tree.AscendGreaterOrEqual(probe, fn)
+		return
+	}
+	x.tree.AscendRange(probe, &keyIndex{key: end}, fn)
+}
+
+// revisions returns the revisions of the keys alive at atRev in [key,
+// end), at most limit of them (limit <= 0: all), and how many keys are
+// alive in total.
+func (x indexView) revisions(key, end []byte, atRev int64, limit int) (revs []revision, total int) {
+	x.visit(key, end, func(ki *keyIndex) bool {
+		if rev, _, _, ok := ki.get(atRev); ok {
+			if limit <= 0 || len(revs) < limit {
+				revs = append(revs, rev)
+			}
+			total++
+		}
+		return true
+	})
+	return revs, total
+}
+
+// count returns how many keys in [key, end) are alive at atRev.
+func (x indexView) count(key, end []byte, atRev int64) int {
+	total := 0
+	x.visit(key, end, func(ki *keyIndex) bool {
+		if _, _, _, ok := ki.get(atRev); ok {
+			total++
+		}
+		return true
+	})
+	return total
+}
+
+// liveKeys returns the keyIndexes in [key, end) alive at atRev.
+func (x indexView) liveKeys(key, end []byte, atRev int64) []*keyIndex {
+	var kis []*keyIndex
+	x.visit(key, end, func(ki *keyIndex) bool {
+		if _, _, _, ok := ki.get(atRev); ok {
+			kis = append(kis, ki)
+		}
+		return true
+	})
+	return kis
+}
+
+// keep returns the revisions <= atRev that a compaction at atRev would
+// keep, minus surviving tombstones (see keyIndex.keep).
+func (x indexView) keep(atRev int64) map[revision]struct{} {
+	available := make(map[revision]struct{})
+	x.tree.Ascend(func(ki *keyIndex) bool {
+		ki.keep(atRev, available)
+		return true
+	})
+	return available
+}
+
+// indexWriter is the apply goroutine's key index. It publishes immutable
+// snapshots (indexView) with snapshot(); afterwards it copies a keyIndex
+// before changing it for the first time (copy on write, tracked by epoch),
+// and the B-tree copies its shared nodes the same way.
+type indexWriter struct {
+	indexView
+	epoch uint64
+}
+
+func newIndexWriter() *indexWriter {
+	return &indexWriter{indexView: indexView{tree: btree.NewG(indexDegree, compareKeyIndex)}, epoch: 1}
+}
+
+// snapshot returns an immutable view of the current index and starts a
+// new epoch, so that every later change copies what it touches.
+func (x *indexWriter) snapshot() indexView {
+	v := indexView{tree: x.tree.Clone()}
+	x.epoch++
+	return v
+}
+
+// mutable returns a keyIndex the writer may change in place: ki itself if
+// it was created in this epoch, else a copy that replaces it in the tree.
+func (x *indexWriter) mutable(ki *keyIndex) *keyIndex {
+	if ki.epoch == x.epoch {
+		return ki
+	}
+	c := ki.clone(x.epoch)
+	x.tree.ReplaceOrInsert(c)
+	return c
+}
+
+// put records a write of key at rev, creating the key's index if needed.
+// key is copied when a new keyIndex is created.
+func (x *indexWriter) put(key []byte, rev revision, lease int64) {
+	if ki := x.lookup(key); ki != nil {
+		x.mutable(ki).put(rev, lease)
+		return
+	}
+	ki := &keyIndex{key: append([]byte(nil), key...), epoch: x.epoch}
+	ki.put(rev, lease)
+	x.tree.ReplaceOrInsert(ki)
+}
+
+// tombstone records the deletion of ki's key at rev. It reports false if
+// the key is not live.
+func (x *indexWriter) tombstone(ki *keyIndex, rev revision) bool {
+	if len(ki.generations) == 0 || ki.generations[len(ki.generations)-1].isEmpty() {
+		return false
+	}
+	return x.mutable(ki).tombstone(rev)
+}
+
+// insert adds a keyIndex built while rebuilding the index.
+func (x *indexWriter) insert(ki *keyIndex) {
+	ki.epoch = x.epoch
+	x.tree.ReplaceOrInsert(ki)
+}
+
+// compact drops from the index every revision a compaction at atRev makes
+// unreachable, reporting each to drop, and removes keys left without
+// history. It returns the number of keys whose history changed.
+func (x *indexWriter) compact(atRev int64, drop func(rev revision, tombstone bool)) int {
+	var touched []*keyIndex
+	x.tree.Ascend(func(ki *keyIndex) bool {
+		if ki.needsCompaction(atRev) {
+			touched = append(touched, ki)
+		}
+		return true
+	})
+	for _, ki := range touched {
+		m := ki
+		if m.epoch != x.epoch {
+			m = ki.clone(x.epoch)
+		}
+		m.compact(atRev, drop)
+		if m.isEmpty() {
+			x.tree.Delete(m)
+		} else if m != ki {
+			x.tree.ReplaceOrInsert(m)
+		}
+	}
+	return len(touched)
+}

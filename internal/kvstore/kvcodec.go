@@ -1,0 +1,146 @@
+package kvstore
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// Stored values are mvccpb.KeyValue in protobuf wire format, byte for byte
+// what etcd stores. Decoding is on the hot read path, so decodeKeyValue
+// parses the six known fields itself and makes Key and Value point into
+// one buffer instead of allocating each; anything it does not recognise
+// (unknown fields, odd wire types) goes through the generated Unmarshal,
+// so both always agree (FuzzDecodeKeyValue checks this).
+
+// Protobuf tags of mvccpb.KeyValue (field number << 3 | wire type).
+const (
+	tagKey            = 1<<3 | 2
+	tagCreateRevision = 2<<3 | 0
+	tagModRevision    = 3<<3 | 0
+	tagVersion        = 4<<3 | 0
+	tagValue          = 5<<3 | 2
+	tagLease          = 6<<3 | 0
+)
+
+// decodeKeyValue decodes buf into kv. kv.Key and kv.Value alias buf, so
+// buf must not change while kv is in use.
+func decodeKeyValue(buf []byte, kv *mvccpb.KeyValue) error {
+	*kv = mvccpb.KeyValue{}
+	for i := 0; i < len(buf); {
+		tag := buf[i]
+		i++
+		switch tag {
+		case tagKey, tagValue:
+			n, w := binary.Uvarint(buf[i:])
+			if w <= 0 || n > uint64(len(buf)-i-w) {
+				return slowDecodeKeyValue(buf, kv)
+			}
+			i += w
+			field := buf[i : i+int(n) : i+int(n)]
+			i += int(n)
+			if tag == tagKey {
+				kv.Key = field
+			} else {
+				kv.Value = field
+			}
+		case tagCreateRevision, tagModRevision, tagVersion, tagLease:
+			v, w := binary.Uvarint(buf[i:])
+			if w <= 0 {
+				return slowDecodeKeyValue(buf, kv)
+			}
+			i += w
+			switch tag {
+			case tagCreateRevision:
+				kv.CreateRevision = int64(v)
+			case tagModRevision:
+				kv.ModRevision = int64(v)
+			case tagVersion:
+				kv.Version = int64(v)
+			default:
+				kv.Lease = int64(v)
+			}
+		default:
+			return slowDecodeKeyValue(buf, kv)
+		}
+	}
+	return nil
+}
+
+func slowDecodeKeyValue(buf []byte, kv *mvccpb.KeyValue) error {
+	*kv = mvccpb.KeyValue{}
+	if err := kv.Unmarshal(buf); err != nil {
+		return fmt.Errorf("decode stored KeyValue: %w", err)
+	}
+	return nil
+}
+
+// keyOfKeyValue returns the key of an encoded KeyValue without decoding
+// the rest; etcd's encoder always writes the key first. ok is false if the
+// buffer does not start with a well-formed key field.
+func keyOfKeyValue(buf []byte) (key []byte, ok bool) {
+	if len(buf) == 0 {
+		return nil, true // no key field: empty key
+	}
+	if buf[0] != tagKey {
+		return nil, false
+	}
+	n, w := binary.Uvarint(buf[1:])
+	if w <= 0 || n > uint64(len(buf)-1-w) {
+		return nil, false
+	}
+	return buf[1+w : 1+w+int(n)], true
+}
+
+// arena hands out copies of stored bytes for the KeyValues of one response,
+// carving them from a few large allocations instead of one per field.
+// expect is how many more copies the caller thinks it will ask for; a new
+// chunk is sized for that many copies like the current one (at most
+// arenaChunk), so that a single-key read allocates just what it needs.
+type arena struct {
+	buf    []byte
+	expect int
+}
+
+const arenaChunk = 4096
+
+// copy returns a copy of b that stays valid after the backend view that b
+// came from is released.
+func (a *arena) copy(b []byte) []byte {
+	n := max(a.expect, 1)
+	a.expect = n - 1
+	if len(b) > cap(a.buf)-len(a.buf) {
+		if len(b) > arenaChunk/4 {
+			return append([]byte(nil), b...)
+		}
+		a.buf = make([]byte, 0, max(len(b), min(len(b)*n, arenaChunk)))
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, b...)
+	return a.buf[start:len(a.buf):len(a.buf)]
+}
+
+// marshalKeyValue encodes kv in one allocation that also holds copies of
+// key and value; the returned KeyValue points into it, so the caller may
+// reuse the slices it passed in.
+func marshalKeyValue(kv mvccpb.KeyValue) (*mvccpb.KeyValue, []byte) {
+	size := kv.Size()
+	buf := make([]byte, len(kv.Key)+len(kv.Value)+size)
+	key := buf[:len(kv.Key):len(kv.Key)]
+	copy(key, kv.Key)
+	value := buf[len(key) : len(key)+len(kv.Value) : len(key)+len(kv.Value)]
+	copy(value, kv.Value)
+	out := kv
+	out.Key, out.Value = key, value
+	data := buf[len(key)+len(value):]
+	if _, err := out.MarshalToSizedBuffer(data); err != nil {
+		// MarshalToSizedBuffer fails only if the buffer is too small,
+		// and it was sized by Size().
+		panic(fmt.Sprintf("kvstore: marshal KeyValue: %v", err))
+	}
+	if len(value) == 0 {
+		out.Value = nil
+	}
+	return &out, data
+}

@@ -1,0 +1,319 @@
+package kvstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// LeaseTable is what the store needs from the lease subsystem. The store
+// calls it only from the apply goroutine (and from Open/Restore).
+type LeaseTable interface {
+	// LeaseExists reports whether the lease is granted and not revoked.
+	LeaseExists(id int64) bool
+	// Attach records that key now carries lease id.
+	Attach(id int64, key []byte)
+	// Detach records that key no longer carries lease id.
+	Detach(id int64, key []byte)
+}
+
+// Options configures a Store.
+type Options struct {
+	// Logger receives the store's log lines; nil discards them.
+	Logger *slog.Logger
+	// Leases is the lease table; nil means no lease exists, so every Put
+	// with a nonzero lease fails with ErrLeaseNotFound.
+	Leases LeaseTable
+	// OnCommit, if set, is called at the end of each Commit with the events
+	// of the revisions that Commit made visible, in revision order. It runs
+	// on the apply goroutine and must not block. It owns the slice.
+	OnCommit func(events []mvccpb.Event)
+}
+
+// Store is the MVCC key-value store. See doc.go for the model and the
+// concurrency rules.
+type Store struct {
+	logger   *slog.Logger
+	leases   LeaseTable
+	onCommit func([]mvccpb.Event)
+	backend  Backend
+
+	// current is the image readers use: everything as of the last Commit.
+	current atomic.Pointer[snapshot]
+	closed  atomic.Bool
+
+	w writer // apply goroutine only
+}
+
+// snapshot is one committed image: a backend view, the key index that
+// describes it and the revisions it is at. Every field is immutable. refs
+// counts the store's own reference (while it is current) and the readers
+// using it; the backend view is released when it drops to zero.
+type snapshot struct {
+	refs       atomic.Int64
+	view       ReadView
+	index      indexView
+	rev        int64
+	compactRev int64
+	index64    uint64 // consistent index
+	term       uint64
+}
+
+func (snap *snapshot) release() {
+	if snap.refs.Add(-1) == 0 {
+		snap.view.Release()
+	}
+}
+
+// writer is the state of the apply goroutine: it runs ahead of the current
+// snapshot by the changes not yet committed.
+type writer struct {
+	index        *indexWriter
+	rev          int64
+	compactRev   int64
+	appliedIndex uint64
+	appliedTerm  uint64
+	appliedDirty bool
+	batch        Batch
+	// pending holds the values written since the last Commit, so that
+	// apply-side reads see them before they are in a backend view.
+	pending map[revision]*mvccpb.KeyValue
+	events  []mvccpb.Event
+	txn     *TxnWrite // the open write transaction, if any
+	// failed is set when a Commit or Restore failed halfway: the index
+	// no longer matches the backend and the store refuses further work.
+	failed error
+}
+
+// Open loads the store from b: it reads the meta keys, rebuilds the key
+// index from the stored revisions and attaches live leased keys to
+// opts.Leases.
+func Open(b Backend, opts Options) (*Store, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{logger: logger, leases: opts.Leases, onCommit: opts.OnCommit, backend: b}
+	if err := s.load(); err != nil {
+		return nil, fmt.Errorf("open kvstore: %w", err)
+	}
+	return s, nil
+}
+
+// Close releases the store's reference to its current image. Readers that
+// still hold one finish normally; later reads fail with ErrClosed. Close
+// does not close the backend.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.current.Load().release()
+	return nil
+}
+
+// acquire returns the current snapshot with a reference the caller must
+// release. A reference can only be taken while the count is positive, so a
+// snapshot whose view was released is never handed out.
+func (s *Store) acquire() (*snapshot, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	for {
+		snap := s.current.Load()
+		for n := snap.refs.Load(); n > 0; n = snap.refs.Load() {
+			if snap.refs.CompareAndSwap(n, n+1) {
+				return snap, nil
+			}
+		}
+		if s.current.Load() == snap {
+			// Dropped to zero while still current: Close did that after
+			// the check above.
+			return nil, ErrClosed
+		}
+	}
+}
+
+// publish makes view (which must hold every committed batch) and the
+// writer's index the current image.
+func (s *Store) publish(view ReadView) {
+	w := &s.w
+	snap := &snapshot{
+		view:       view,
+		index:      w.index.snapshot(),
+		rev:        w.rev,
+		compactRev: w.compactRev,
+		index64:    w.appliedIndex,
+		term:       w.appliedTerm,
+	}
+	snap.refs.Store(1)
+	if old := s.current.Swap(snap); old != nil {
+		old.release()
+	}
+}
+
+func (s *Store) usable() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.w.failed != nil {
+		return s.w.failed
+	}
+	return nil
+}
+
+// applyReader reads the apply goroutine's view: committed state plus the
+// changes buffered since.
+func (s *Store) applyReader() *kvReader {
+	return &kvReader{index: s.w.index.indexView, values: s.current.Load().view, pending: s.w.pending, compactRev: s.w.compactRev}
+}
+
+// Rev is the store revision as of the last Commit.
+func (s *Store) Rev() int64 { return s.current.Load().rev }
+
+// CompactRev is the compacted revision as of the last Commit, -1 if the
+// store was never compacted.
+func (s *Store) CompactRev() int64 { return s.current.Load().compactRev }
+
+// ConsistentIndex is the raft index and term of the last entry whose
+// effects are in the committed image.
+func (s *Store) ConsistentIndex() (index, term uint64) {
+	snap := s.current.Load()
+	return snap.index64, snap.term
+}
+
+// Size is the backend's total size in bytes.
+func (s *Store) Size() int64 { return s.backend.Size() }
+
+// SizeInUse is the part of Size holding live data.
+func (s *Store) SizeInUse() int64 { return s.backend.SizeInUse() }
+
+// SetConsistentIndex records the raft entry whose effects the buffered
+// writes complete; the next Commit stores it in the same batch.
+func (s *Store) SetConsistentIndex(index, term uint64) {
+	s.w.appliedIndex, s.w.appliedTerm, s.w.appliedDirty = index, term, true
+}
+
+func checkAuxBucket(bucket byte) {
+	if bucket == bucketRevision || bucket == bucketMeta {
+		panic(fmt.Sprintf("kvstore: bucket %q is reserved for the MVCC store", bucket))
+	}
+}
+
+// PutAux buffers a write of key in another subsystem's bucket; it becomes
+// durable and visible at the next Commit, atomically with the MVCC
+// changes. Using the store's own buckets ('r', 'm') panics.
+func (s *Store) PutAux(bucket byte, key, value []byte) {
+	checkAuxBucket(bucket)
+	s.w.batch.Put(append([]byte{bucket}, key...), value)
+}
+
+// DeleteAux buffers the deletion of key from bucket, like PutAux.
+func (s *Store) DeleteAux(bucket byte, key []byte) {
+	checkAuxBucket(bucket)
+	s.w.batch.Delete(append([]byte{bucket}, key...))
+}
+
+// AscendAux calls fn for every committed key of bucket in ascending order
+// (key without the bucket byte) until fn returns false. The slices are
+// valid only during the call.
+func (s *Store) AscendAux(bucket byte, fn func(key, value []byte) bool) error {
+	checkAuxBucket(bucket)
+	snap, err := s.acquire()
+	if err != nil {
+		return err
+	}
+	defer snap.release()
+	var end []byte
+	if bucket != 0xff {
+		end = []byte{bucket + 1}
+	}
+	if err := snap.view.Ascend([]byte{bucket}, end, func(k, v []byte) bool { return fn(k[1:], v) }); err != nil {
+		return fmt.Errorf("ascend bucket %q: %w", bucket, err)
+	}
+	return nil
+}
+
+// Commit writes every buffered change, the consistent index and any aux
+// writes in one atomic backend batch, makes them visible to readers and
+// then calls OnCommit. An error is fatal: the store refuses further work.
+func (s *Store) Commit() error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	w := &s.w
+	if w.txn != nil {
+		return errors.New("kvstore: Commit with a write transaction still open")
+	}
+	if w.batch.Len() == 0 && !w.appliedDirty {
+		return nil
+	}
+	if w.appliedDirty {
+		var v [16]byte
+		binary.BigEndian.PutUint64(v[:8], w.appliedIndex)
+		binary.BigEndian.PutUint64(v[8:], w.appliedTerm)
+		w.batch.Put(metaAppliedKey, v[:])
+	}
+	if err := w.batch.Commit(); err != nil {
+		w.failed = fmt.Errorf("kvstore: commit failed, store unusable: %w", err)
+		return w.failed
+	}
+	s.publish(s.backend.ReadView())
+	events := w.events
+	w.batch = s.backend.NewBatch()
+	w.events = nil
+	w.appliedDirty = false
+	clear(w.pending)
+	if s.onCommit != nil && len(events) > 0 {
+		s.onCommit(events)
+	}
+	return nil
+}
+
+// SnapshotView returns the image as of the last Commit, for raft
+// snapshots. The caller must Release it; it stays valid (and unchanged)
+// however many commits follow.
+func (s *Store) SnapshotView() ReadView {
+	snap, err := s.acquire()
+	if err != nil {
+		return failedView{err: err}
+	}
+	return &snapshotView{snap: snap}
+}
+
+// snapshotView is a ReadView backed by a referenced snapshot.
+type snapshotView struct {
+	snap     *snapshot
+	released atomic.Bool
+}
+
+func (v *snapshotView) Get(key []byte) ([]byte, bool, error) { return v.snap.view.Get(key) }
+func (v *snapshotView) Ascend(start, end []byte, fn func(key, value []byte) bool) error {
+	return v.snap.view.Ascend(start, end, fn)
+}
+func (v *snapshotView) Descend(start, end []byte, fn func(key, value []byte) bool) error {
+	return v.snap.view.Descend(start, end, fn)
+}
+func (v *snapshotView) WriteTo(w io.Writer) (int64, error) { return v.snap.view.WriteTo(w) }
+func (v *snapshotView) Release() {
+	if v.released.CompareAndSwap(false, true) {
+		v.snap.release()
+	}
+}
+
+// failedView is the ReadView of a store that can no longer give one.
+type failedView struct{ err error }
+
+func (v failedView) Get([]byte) ([]byte, bool, error) { return nil, false, v.err }
+func (v failedView) Ascend(_, _ []byte, _ func(key, value []byte) bool) error {
+	return v.err
+}
+func (v failedView) Descend(_, _ []byte, _ func(key, value []byte) bool) error {
+	return v.err
+}
+func (v failedView) WriteTo(io.Writer) (int64, error) { return 0, v.err }
+func (v failedView) Release()                         {}

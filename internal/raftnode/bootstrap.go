@@ -1,0 +1,264 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+// bootstrap opens the WAL and snapshot files (or creates them for a new
+// member), restores the state machine and raft's in-memory log from them,
+// and starts raft. It sets n.wal, n.snaps, n.raft and the apply state.
+func (n *Node) bootstrap() error {
+	snaps, err := snapfile.Open(filepath.Join(n.cfg.DataDir, "snap"), snapfile.Options{Logger: n.logger})
+	if err != nil {
+		return fmt.Errorf("raftnode: %w", err)
+	}
+	n.snaps = snaps
+	walDir := filepath.Join(n.cfg.DataDir, "wal")
+	exists, err := wal.Exists(walDir)
+	if err != nil {
+		return fmt.Errorf("raftnode: %w", err)
+	}
+	if !exists {
+		return n.bootstrapNew(walDir)
+	}
+	w, rec, err := wal.Open(walDir, n.walOptions())
+	if err != nil {
+		return fmt.Errorf("raftnode: open WAL: %w", err)
+	}
+	n.wal = w
+	want := wal.Metadata{MemberID: n.cfg.ID, ClusterID: n.cfg.ClusterID}
+	if rec.Metadata != want {
+		return fmt.Errorf("raftnode: data dir %s belongs to member %x of cluster %x, not member %x of cluster %x",
+			n.cfg.DataDir, rec.Metadata.MemberID, rec.Metadata.ClusterID, n.cfg.ID, n.cfg.ClusterID)
+	}
+	if raft.IsEmptyHardState(rec.HardState) && len(rec.Entries) == 0 && len(rec.Snapshots) == 0 {
+		// Created, then stopped before raft persisted anything (not even
+		// the bootstrap configuration): start as a new member again.
+		return n.startNew()
+	}
+	return n.restart(rec)
+}
+
+func (n *Node) walOptions() wal.Options {
+	syncFile := n.cfg.syncFile
+	if syncFile == nil {
+		syncFile = wal.SyncData
+	}
+	return wal.Options{
+		Logger:           n.logger,
+		SegmentSizeBytes: n.cfg.WALSegmentSizeBytes,
+		SyncFile: func(f *os.File) error {
+			start := time.Now()
+			err := syncFile(f)
+			n.metrics.walFsyncSeconds.Observe(time.Since(start).Seconds())
+			return err
+		},
+	}
+}
+
+func (n *Node) raftConfig() *raft.Config {
+	return &raft.Config{
+		ID:                        n.cfg.ID,
+		ElectionTick:              n.cfg.ElectionTicks,
+		HeartbeatTick:             n.cfg.HeartbeatTicks,
+		Storage:                   n.storage,
+		MaxSizePerMsg:             n.cfg.MaxSizePerMsg,
+		MaxInflightMsgs:           n.cfg.MaxInflightMsgs,
+		MaxUncommittedEntriesSize: n.cfg.MaxUncommittedEntriesSize,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    raftLogger{l: n.logger},
+	}
+}
+
+// bootstrapNew creates the WAL of a member whose data dir is new.
+func (n *Node) bootstrapNew(walDir string) error {
+	if applied := n.sm.AppliedIndex(); applied != 0 {
+		return fmt.Errorf("raftnode: state machine holds entries up to %d but data dir %s has no WAL", applied, n.cfg.DataDir)
+	}
+	refs, err := n.snaps.List()
+	if err != nil {
+		return fmt.Errorf("raftnode: %w", err)
+	}
+	if len(refs) > 0 {
+		return fmt.Errorf("raftnode: %s holds snapshot files but no WAL: refusing to guess which state is current", n.snaps.Dir())
+	}
+	w, err := wal.Create(walDir, wal.Metadata{MemberID: n.cfg.ID, ClusterID: n.cfg.ClusterID}, n.walOptions())
+	if err != nil {
+		return fmt.Errorf("raftnode: create WAL: %w", err)
+	}
+	n.wal = w
+	return n.startNew()
+}
+
+// startNew starts raft on an empty log: with the bootstrap configuration as
+// its first entries, or, when joining, empty until the leader sends a
+// snapshot or the log.
+func (n *Node) startNew() error {
+	n.publishConfState(raftpb.ConfState{})
+	rc := n.raftConfig()
+	if n.cfg.Join {
+		n.logger.Info("starting new member, joining an existing cluster")
+		n.raft = raft.RestartNode(rc)
+	} else {
+		n.logger.Info("starting new member, bootstrapping cluster", "peers", len(n.cfg.Peers))
+		n.raft = raft.StartNode(rc, n.cfg.Peers)
+	}
+	return nil
+}
+
+// restart rebuilds raft's log from the newest snapshot and the WAL.
+func (n *Node) restart(rec *wal.Recovered) error {
+	snap, err := n.newestSnapshot(rec)
+	if err != nil {
+		return err
+	}
+	ents, err := rec.EntriesAfter(snap.Index)
+	if err != nil {
+		return fmt.Errorf("raftnode: WAL does not continue snapshot %d: %w", snap.Index, err)
+	}
+	lastIndex := snap.Index
+	if len(ents) > 0 {
+		lastIndex = ents[len(ents)-1].Index
+	}
+	hs := rec.HardState
+	// The snapshot holds committed state only; a commit index written
+	// without fsync may have been lost behind it.
+	hs.Commit = max(hs.Commit, snap.Index)
+	// A Save writes entries before the hard state, so a torn write can keep
+	// entries of a term whose hard state it lost. That hard state had no
+	// vote (a vote is always synced in an earlier Ready, before any entry
+	// of its term arrives), so restoring the term with no vote is exact and
+	// keeps terms monotonic along the log.
+	lastTerm := snap.Term
+	if len(ents) > 0 {
+		lastTerm = ents[len(ents)-1].Term
+	}
+	if hs.Term < lastTerm {
+		n.logger.Warn("hard state older than the log's last term, raising it", "term", hs.Term, "log_term", lastTerm)
+		hs.Term, hs.Vote = lastTerm, raft.None
+	}
+	if hs.Commit > lastIndex {
+		return fmt.Errorf("raftnode: WAL hard state commits %d but the log ends at %d", hs.Commit, lastIndex)
+	}
+
+	applied := n.sm.AppliedIndex()
+	if snap.Index > 0 && applied < snap.Index {
+		if err := n.restoreFromFile(snap); err != nil {
+			return err
+		}
+		applied = snap.Index
+	}
+	if applied > lastIndex {
+		return fmt.Errorf("raftnode: state machine applied %d but the log ends at %d: WAL from another history?", applied, lastIndex)
+	}
+	// Whatever the state machine applied was committed, even if the
+	// commit index recording it was not synced.
+	hs.Commit = max(hs.Commit, applied)
+
+	if snap.Index > 0 {
+		if err := n.storage.ApplySnapshot(raftpb.Snapshot{Metadata: snap}); err != nil {
+			return fmt.Errorf("raftnode: load snapshot %d into raft storage: %w", snap.Index, err)
+		}
+	}
+	if err := n.storage.SetHardState(hs); err != nil {
+		return fmt.Errorf("raftnode: load hard state: %w", err)
+	}
+	if err := n.storage.Append(ents); err != nil {
+		return fmt.Errorf("raftnode: load %d WAL entries: %w", len(ents), err)
+	}
+	appliedTerm, err := n.storage.Term(applied)
+	if err != nil && applied > 0 {
+		return fmt.Errorf("raftnode: term of applied index %d: %w", applied, err)
+	}
+
+	// raft redelivers every committed entry after the snapshot; the apply
+	// loop passes only those above the state machine's applied index to
+	// Apply, but feeds every conf change among them back to raft, which
+	// rebuilds its configuration from the snapshot's that way.
+	n.apply = applyState{
+		processed:     snap.Index,
+		applied:       applied,
+		appliedTerm:   appliedTerm,
+		confState:     snap.ConfState,
+		snapshotIndex: snap.Index,
+	}
+	n.publishConfState(snap.ConfState)
+	n.appliedIndex.Store(applied)
+	n.appliedWaits.advance(applied)
+	n.commitIndex.Store(hs.Commit)
+	n.term.Store(hs.Term)
+
+	rc := n.raftConfig()
+	rc.Applied = snap.Index
+	n.logger.Info("restarting member",
+		"snapshot_index", snap.Index, "applied_index", applied, "commit_index", hs.Commit,
+		"last_index", lastIndex, "term", hs.Term, "wal_entries", len(ents))
+	n.raft = raft.RestartNode(rc)
+	return nil
+}
+
+// newestSnapshot picks the snapshot to restart from: the newest one the WAL
+// has a marker for. A marker is written only after its snapshot file is
+// durable, so files newer than the newest marker are ones a crash left
+// unfinished (or an install raft never recorded): they are removed. The
+// chosen file must be intact: if it is not, restarting from an older one
+// would silently roll the member back, so Start refuses.
+func (n *Node) newestSnapshot(rec *wal.Recovered) (raftpb.SnapshotMetadata, error) {
+	var newest wal.Snapshot
+	for _, s := range rec.Snapshots {
+		if s.Index > newest.Index {
+			newest = s
+		}
+	}
+	refs, err := n.snaps.List()
+	if err != nil {
+		return raftpb.SnapshotMetadata{}, fmt.Errorf("raftnode: %w", err)
+	}
+	for _, ref := range refs {
+		if ref.Index > newest.Index || (ref.Index == newest.Index && ref.Term != newest.Term) {
+			n.logger.Warn("removing snapshot file the WAL never recorded", "file", n.snaps.Path(ref))
+			if err := n.snaps.Remove(ref); err != nil {
+				return raftpb.SnapshotMetadata{}, fmt.Errorf("raftnode: %w", err)
+			}
+		}
+	}
+	if newest.Index == 0 {
+		return raftpb.SnapshotMetadata{}, nil
+	}
+	meta, err := n.snaps.Load(snapfile.Ref{Term: newest.Term, Index: newest.Index})
+	if err != nil {
+		return raftpb.SnapshotMetadata{}, fmt.Errorf("raftnode: newest snapshot (index %d, term %d) is unusable, refusing to start: %w", newest.Index, newest.Term, err)
+	}
+	return meta, nil
+}
+
+// restoreFromFile replaces the state machine's state with a snapshot file.
+func (n *Node) restoreFromFile(meta raftpb.SnapshotMetadata) error {
+	start := time.Now()
+	img, err := n.snaps.OpenImage(snapfile.Ref{Term: meta.Term, Index: meta.Index})
+	if err != nil {
+		return fmt.Errorf("raftnode: open snapshot %d: %w", meta.Index, err)
+	}
+	restoreErr := n.sm.Restore(img, meta)
+	if err := errors.Join(restoreErr, img.Close()); err != nil {
+		return fmt.Errorf("raftnode: restore state machine from snapshot %d: %w", meta.Index, err)
+	}
+	n.logger.Info("restored state machine from snapshot",
+		"index", meta.Index, "term", meta.Term, "bytes", img.Size, "took", time.Since(start))
+	return nil
+}
+
+func (n *Node) publishConfState(cs raftpb.ConfState) {
+	n.confState.Store(&cs)
+}

@@ -1,0 +1,181 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// StateMachine is what the replicated log drives. raftnode calls Apply,
+// Snapshot and Restore from one goroutine (AppliedIndex also before Start
+// returns), so the state machine needs no locking against itself; it must
+// only make Image.WriteTo safe to run concurrently with later Applies.
+type StateMachine interface {
+	// AppliedIndex is the index of the last entry whose effects the state
+	// machine holds: after a restart, what its engine recovered; 0 for a
+	// fresh in-memory engine.
+	AppliedIndex() uint64
+	// Apply applies committed entries in log order. EntryNormal entries
+	// with empty Data (a new leader's empty entry) are passed too: they
+	// advance the index. A batch holds at most one conf-change entry, as
+	// its last entry; raftnode has already called raft's ApplyConfChange
+	// for it and confState is the resulting configuration (nil for a batch
+	// without a conf change). Entries and their Data must not be modified.
+	Apply(entries []raftpb.Entry, confState *raftpb.ConfState)
+	// Snapshot returns an image of the state as of the last Apply.
+	Snapshot() (Image, error)
+	// Restore replaces the whole state with an image written by a
+	// Snapshot's WriteTo, captured at meta.Index.
+	Restore(r io.Reader, meta raftpb.SnapshotMetadata) error
+}
+
+// Image is a point-in-time image of a state machine. WriteTo may run in
+// another goroutine while Apply goes on; Release is called once when done.
+type Image interface {
+	WriteTo(w io.Writer) (int64, error)
+	Release()
+}
+
+// Transport carries raft messages to the other members.
+type Transport interface {
+	// Send queues msgs for delivery and returns without blocking: a
+	// message that cannot be queued is dropped and its destination
+	// reported with Node.ReportUnreachable. Send must not keep msgs or
+	// their Entries slices after it returns (copy what it queues). For a
+	// MsgSnap it must stream the snapshot file (Node.Snapshots) and call
+	// Node.ReportSnapshot when done; the receiving transport must store
+	// that file with snapfile.Store.Save before stepping the MsgSnap.
+	Send(msgs []raftpb.Message)
+	// Stop releases the transport; Node.Stop calls it.
+	Stop()
+}
+
+// Config describes one member.
+type Config struct {
+	// ID is this member's raft ID (non-zero, never reused); ClusterID
+	// names the cluster. Both are recorded in the WAL and checked on
+	// restart.
+	ID, ClusterID uint64
+	// Peers bootstraps the cluster configuration when the data dir is new
+	// (empty: just this member). Join starts a new member without peers:
+	// it learns the configuration from the leader after being added
+	// through a conf change.
+	Peers []raft.Peer
+	Join  bool
+	// DataDir is the member directory; the WAL lives in DataDir/wal and
+	// snapshot files in DataDir/snap.
+	DataDir string
+	// TickInterval is one raft tick (the heartbeat interval when
+	// HeartbeatTicks is 1). Default 100ms.
+	TickInterval time.Duration
+	// ElectionTicks and HeartbeatTicks are the election timeout and
+	// heartbeat interval in ticks. Defaults 10 and 1, etcd's 1000ms/100ms.
+	ElectionTicks, HeartbeatTicks int
+	// SnapshotCount is how many applied entries trigger a snapshot;
+	// SnapshotCatchUpEntries how many entries before the snapshot stay in
+	// the in-memory log for slow followers. Defaults 10000 and 5000.
+	SnapshotCount, SnapshotCatchUpEntries uint64
+	// MaxSizePerMsg, MaxInflightMsgs and MaxUncommittedEntriesSize are
+	// raft's flow control limits. Defaults 1 MiB, 512 and 1 GiB.
+	MaxSizePerMsg             uint64
+	MaxInflightMsgs           int
+	MaxUncommittedEntriesSize uint64
+	// WALSegmentSizeBytes is the WAL segment size. Default 64 MiB.
+	WALSegmentSizeBytes int64
+	// Transport carries messages to peers; nil for a single member.
+	Transport Transport
+	// Logger receives structured logs. Nil discards them.
+	Logger *slog.Logger
+	// Metrics receives the node's Prometheus collectors. Nil registers
+	// nothing; the global registry is never used.
+	Metrics prometheus.Registerer
+	// OnLeaderChange is called from the raft loop when the known leader
+	// changes (leader 0: none known). It must not block or call Stop.
+	OnLeaderChange func(leader, term uint64)
+
+	// syncFile replaces the WAL's fsync; tests use it to simulate power
+	// loss at the last synced size.
+	syncFile func(*os.File) error
+}
+
+const (
+	defaultTickInterval              = 100 * time.Millisecond
+	defaultElectionTicks             = 10
+	defaultHeartbeatTicks            = 1
+	defaultSnapshotCount             = 10000
+	defaultSnapshotCatchUpEntries    = 5000
+	defaultMaxSizePerMsg             = 1 << 20
+	defaultMaxInflightMsgs           = 512
+	defaultMaxUncommittedEntriesSize = 1 << 30
+)
+
+// withDefaults fills unset fields and rejects impossible combinations.
+func (c Config) withDefaults() (Config, error) {
+	if c.ID == 0 {
+		return c, errors.New("raftnode: config: ID must be non-zero")
+	}
+	if c.DataDir == "" {
+		return c, errors.New("raftnode: config: DataDir is required")
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = defaultTickInterval
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = defaultElectionTicks
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = defaultHeartbeatTicks
+	}
+	if c.ElectionTicks <= c.HeartbeatTicks {
+		return c, fmt.Errorf("raftnode: config: ElectionTicks (%d) must exceed HeartbeatTicks (%d)", c.ElectionTicks, c.HeartbeatTicks)
+	}
+	if c.SnapshotCount == 0 {
+		c.SnapshotCount = defaultSnapshotCount
+	}
+	if c.SnapshotCatchUpEntries == 0 {
+		c.SnapshotCatchUpEntries = defaultSnapshotCatchUpEntries
+	}
+	if c.MaxSizePerMsg == 0 {
+		c.MaxSizePerMsg = defaultMaxSizePerMsg
+	}
+	if c.MaxInflightMsgs == 0 {
+		c.MaxInflightMsgs = defaultMaxInflightMsgs
+	}
+	if c.MaxUncommittedEntriesSize == 0 {
+		c.MaxUncommittedEntriesSize = defaultMaxUncommittedEntriesSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Join && len(c.Peers) > 0 {
+		return c, errors.New("raftnode: config: Join and Peers are exclusive")
+	}
+	if !c.Join && len(c.Peers) == 0 {
+		c.Peers = []raft.Peer{{ID: c.ID}}
+	}
+	if c.Transport == nil {
+		if c.Join {
+			return c, errors.New("raftnode: config: joining a cluster needs a Transport")
+		}
+		for _, p := range c.Peers {
+			if p.ID != c.ID {
+				return c, fmt.Errorf("raftnode: config: peer %x needs a Transport", p.ID)
+			}
+		}
+	}
+	return c, nil
+}
+
+// readIndexRetry is how long a ReadIndex round waits for its answer before
+// asking again (the request or its answer may have been dropped). Half an
+// election timeout: 500ms with etcd's defaults, like etcd's retry.
+func (c Config) readIndexRetry() time.Duration {
+	return c.TickInterval * time.Duration(c.ElectionTicks) / 2
+}

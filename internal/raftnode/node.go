@@ -1,0 +1,293 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+var (
+	// ErrStopped is returned by calls on a stopped (or stopping) node.
+	ErrStopped = errors.New("raftnode: stopped")
+	// ErrNoLeader is wrapped by LinearizableRead errors when its context
+	// ended while no leader was known.
+	ErrNoLeader = errors.New("raftnode: no leader")
+)
+
+// Node is one running raft member: it persists raft's output, applies
+// committed entries to the StateMachine and serves linearizable reads.
+type Node struct {
+	cfg       Config
+	logger    *slog.Logger
+	sm        StateMachine
+	raft      raft.Node
+	storage   *raft.MemoryStorage
+	wal       *wal.WAL
+	snaps     *snapfile.Store
+	transport Transport
+	metrics   *metrics
+
+	// Published state, written by the raft and apply loops, read by
+	// anyone without locks.
+	lead          atomic.Uint64
+	term          atomic.Uint64
+	commitIndex   atomic.Uint64
+	appliedIndex  atomic.Uint64
+	confState     atomic.Pointer[raftpb.ConfState]
+	leaderChanged *broadcast
+
+	// applyc hands committed work from the raft loop to the apply loop.
+	applyc chan toApply
+	// apply is owned by the apply loop.
+	apply        applyState
+	snapshotting atomic.Bool
+	snapshotWG   sync.WaitGroup
+
+	// Linearizable reads.
+	readStates   chan raft.ReadState
+	readWake     chan struct{}
+	readMu       sync.Mutex
+	nextRead     *readRound
+	readIDs      atomic.Uint64
+	readRounds   atomic.Uint64
+	appliedWaits appliedWaiters
+
+	// ctx is cancelled by Stop; it bounds internal calls into raft.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stopping chan struct{}
+	stopOnce sync.Once
+	loops    sync.WaitGroup
+	done     chan struct{}
+	errMu    sync.Mutex
+	err      error
+}
+
+// Start opens (or creates) the member's data directory, brings sm up to
+// date with the newest snapshot, and starts raft. Committed entries that sm
+// does not yet hold are applied again shortly after Start returns.
+func Start(cfg Config, sm StateMachine) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg:           cfg,
+		logger:        cfg.Logger.With("member", fmt.Sprintf("%x", cfg.ID)),
+		sm:            sm,
+		storage:       raft.NewMemoryStorage(),
+		transport:     cfg.Transport,
+		metrics:       m,
+		leaderChanged: newBroadcast(),
+		applyc:        make(chan toApply),
+		readStates:    make(chan raft.ReadState, 64),
+		readWake:      make(chan struct{}, 1),
+		nextRead:      newReadRound(),
+		ctx:           ctx,
+		cancel:        cancel,
+		stopping:      make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	if err := n.bootstrap(); err != nil {
+		cancel()
+		m.unregister()
+		if n.wal != nil {
+			err = errors.Join(err, n.wal.Close())
+		}
+		return nil, err
+	}
+	n.loops.Add(3)
+	go n.runRaft()
+	go n.runApply()
+	go n.runReads()
+	return n, nil
+}
+
+// Propose asks raft to append data to the log. It returns once raft has
+// accepted the proposal (not once it is committed); a proposal can still be
+// lost, for example when leadership changes before it commits.
+func (n *Node) Propose(ctx context.Context, data []byte) error {
+	select {
+	case <-n.stopping:
+		return ErrStopped
+	default:
+	}
+	if err := n.raft.Propose(ctx, data); err != nil {
+		n.metrics.proposalsFailed.Inc()
+		return n.raftError("propose", err)
+	}
+	return nil
+}
+
+// ProposeConfChange proposes a membership change; it takes effect when the
+// entry is applied.
+func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
+	select {
+	case <-n.stopping:
+		return ErrStopped
+	default:
+	}
+	if err := n.raft.ProposeConfChange(ctx, cc); err != nil {
+		n.metrics.proposalsFailed.Inc()
+		return n.raftError("propose conf change", err)
+	}
+	return nil
+}
+
+// Step hands a message received from a peer to raft.
+func (n *Node) Step(ctx context.Context, m raftpb.Message) error {
+	select {
+	case <-n.stopping:
+		return ErrStopped
+	default:
+	}
+	if err := n.raft.Step(ctx, m); err != nil {
+		return n.raftError("step", err)
+	}
+	return nil
+}
+
+// ReportUnreachable tells raft that the last message to id was not
+// delivered, so it stops pipelining to that peer until it answers again.
+func (n *Node) ReportUnreachable(id uint64) { n.raft.ReportUnreachable(id) }
+
+// ReportSnapshot tells raft how sending a snapshot to id ended.
+func (n *Node) ReportSnapshot(id uint64, status raft.SnapshotStatus) {
+	n.raft.ReportSnapshot(id, status)
+}
+
+// TransferLeadership asks the leader to hand leadership to transferee and
+// waits until this member sees transferee as leader, or ctx ends.
+func (n *Node) TransferLeadership(ctx context.Context, transferee uint64) error {
+	changed := n.leaderChanged.next()
+	lead := n.lead.Load()
+	if lead == transferee {
+		return nil
+	}
+	n.raft.TransferLeadership(ctx, lead, transferee)
+	for {
+		select {
+		case <-changed:
+			changed = n.leaderChanged.next()
+			if n.lead.Load() == transferee {
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("raftnode: transfer leadership to %x: %w", transferee, ctx.Err())
+		case <-n.stopping:
+			return ErrStopped
+		}
+	}
+}
+
+// Status is a snapshot of the member's raft state.
+type Status struct {
+	ID           uint64
+	Leader       uint64 // 0: none known
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastIndex    uint64
+	IsLeader     bool
+	IsLearner    bool
+	// Voters and Learners are the configuration as of the applied index.
+	Voters   []uint64
+	Learners []uint64
+}
+
+// Status returns the member's current state; it takes no raft round-trip.
+func (n *Node) Status() Status {
+	st := Status{
+		ID:           n.cfg.ID,
+		Leader:       n.lead.Load(),
+		Term:         n.term.Load(),
+		CommitIndex:  n.commitIndex.Load(),
+		AppliedIndex: n.appliedIndex.Load(),
+	}
+	st.IsLeader = st.Leader == n.cfg.ID
+	if last, err := n.storage.LastIndex(); err == nil {
+		st.LastIndex = last
+	}
+	if cs := n.confState.Load(); cs != nil {
+		st.Voters = slices.Clone(cs.Voters)
+		st.Learners = slices.Clone(cs.Learners)
+		st.IsLearner = slices.Contains(cs.Learners, n.cfg.ID)
+	}
+	return st
+}
+
+// Snapshots is the member's snapshot file store: the transport reads the
+// image of an outgoing MsgSnap from it and stores an incoming one in it.
+func (n *Node) Snapshots() *snapfile.Store { return n.snaps }
+
+// Stop shuts the node down gracefully: new calls get ErrStopped, the apply
+// in progress finishes, a snapshot being written completes, and the WAL is
+// synced and closed. It is idempotent and waits for the shutdown to finish.
+func (n *Node) Stop() {
+	n.stopOnce.Do(func() {
+		close(n.stopping)
+		n.cancel()
+		n.loops.Wait()
+		n.raft.Stop()
+		n.snapshotWG.Wait()
+		if n.transport != nil {
+			n.transport.Stop()
+		}
+		if err := n.wal.Close(); err != nil {
+			n.setErr(fmt.Errorf("raftnode: close WAL: %w", err))
+		}
+		n.metrics.unregister()
+		n.logger.Info("raft node stopped")
+		close(n.done)
+	})
+	<-n.done
+}
+
+// Done is closed once the node has stopped, by Stop or after a fatal error.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the fatal error that stopped the node, if any.
+func (n *Node) Err() error {
+	n.errMu.Lock()
+	defer n.errMu.Unlock()
+	return n.err
+}
+
+func (n *Node) setErr(err error) {
+	n.errMu.Lock()
+	if n.err == nil {
+		n.err = err
+	}
+	n.errMu.Unlock()
+}
+
+// fail records a fatal error (a failed disk write, a state machine that
+// cannot restore) and stops the node in the background: continuing after
+// losing durability would break raft's guarantees.
+func (n *Node) fail(err error) {
+	n.setErr(err)
+	n.logger.Error("raft node failed, stopping", "err", err)
+	go n.Stop()
+}
+
+func (n *Node) raftError(op string, err error) error {
+	if errors.Is(err, raft.ErrStopped) {
+		return ErrStopped
+	}
+	return fmt.Errorf("raftnode: %s: %w", op, err)
+}

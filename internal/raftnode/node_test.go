@@ -1,0 +1,389 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+func TestConcurrentProposalsAppliedOnceInOrder(t *testing.T) {
+	sm := newFakeSM()
+	n := mustStart(t, testConfig(t, t.TempDir()), sm)
+	waitLeader(t, n)
+
+	const proposers, each = 8, 100
+	var wg sync.WaitGroup
+	for g := 0; g < proposers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			proposeAll(t, n, payloadRange(fmt.Sprintf("g%d", g), 0, each))
+		}()
+	}
+	wg.Wait()
+	sm.waitPayloads(t, proposers*each)
+	sm.check(t)
+
+	got := sm.payloads()
+	if len(got) != proposers*each {
+		t.Fatalf("applied %d payloads, want %d", len(got), proposers*each)
+	}
+	seen := map[string]bool{}
+	next := map[string]int{}
+	for _, p := range got {
+		if seen[p] {
+			t.Fatalf("payload %q applied twice", p)
+		}
+		seen[p] = true
+		// Each proposer proposed sequentially, so its payloads keep order.
+		var g string
+		var i int
+		if _, err := fmt.Sscanf(strings.Replace(p, "-", " ", 1), "%s %d", &g, &i); err != nil {
+			t.Fatal(err)
+		}
+		if i != next[g] {
+			t.Fatalf("proposer %s: payload %d applied when %d was expected", g, i, next[g])
+		}
+		next[g]++
+	}
+	st := n.Status()
+	if !st.IsLeader || st.Leader != 1 || st.AppliedIndex < uint64(proposers*each) || st.CommitIndex < st.AppliedIndex || st.LastIndex < st.CommitIndex {
+		t.Fatalf("unexpected status %+v", st)
+	}
+}
+
+func TestRestartReplaysOnlyWhatWasNotApplied(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	sm := newFakeSM()
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+	proposeAll(t, n, payloadRange("a", 0, 30))
+	sm.waitPayloads(t, 30)
+	// A state machine that persisted only the first 30 payloads.
+	partial := sm.image()
+	proposeAll(t, n, payloadRange("a", 30, 50))
+	sm.waitPayloads(t, 50)
+	n.Stop()
+	want := sm.payloads()
+
+	cases := []struct {
+		name string
+		sm   func(t *testing.T) *fakeSM
+	}{
+		{"state machine holds everything", func(*testing.T) *fakeSM { return sm }},
+		{"state machine lost its tail", func(t *testing.T) *fakeSM {
+			lagging := newFakeSM()
+			if err := lagging.Restore(strings.NewReader(string(partial)), raftpb.SnapshotMetadata{Index: decodeApplied(t, partial)}); err != nil {
+				t.Fatal(err)
+			}
+			return lagging
+		}},
+		{"state machine is empty", func(*testing.T) *fakeSM { return newFakeSM() }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sm2 := c.sm(t)
+			n2 := mustStart(t, cfg, sm2)
+			waitLeader(t, n2)
+			proposeAll(t, n2, []string{"after-restart"})
+			sm2.waitPayloads(t, len(want)+1)
+			sm2.check(t)
+			got := sm2.payloads()
+			if strings.Join(got[:len(want)], ",") != strings.Join(want, ",") || got[len(want)] != "after-restart" || len(got) != len(want)+1 {
+				t.Fatalf("after restart the state machine holds %d payloads %v, want %v + after-restart", len(got), got, want)
+			}
+			n2.Stop()
+			// Keep the shared state machine in step with the log for the
+			// cases after this one.
+			want = got
+		})
+	}
+}
+
+func decodeApplied(t *testing.T, image []byte) uint64 {
+	t.Helper()
+	probe := newFakeSM()
+	if err := probe.Restore(strings.NewReader(string(image)), raftpb.SnapshotMetadata{}); err != nil {
+		t.Fatal(err)
+	}
+	return probe.AppliedIndex()
+}
+
+func TestSnapshotCompactsLogAndReleasesWAL(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.SnapshotCount = 40
+	cfg.SnapshotCatchUpEntries = 10
+	cfg.WALSegmentSizeBytes = 2048
+	sm := newFakeSM()
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+	// One entry per Ready, so that the log grows by many small saves:
+	// several snapshots and segment rotations.
+	for i, p := range payloadRange("s", 0, 400) {
+		proposeAll(t, n, []string{p})
+		sm.waitPayloads(t, i+1)
+	}
+	n.Stop() // waits for a snapshot in flight
+
+	first, err := n.storage.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first <= 100 {
+		t.Fatalf("raft log still starts at %d after snapshots: not compacted", first)
+	}
+	snaps, err := snapfile.Open(filepath.Join(dir, "snap"), snapfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, err := snaps.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) == 0 || len(refs) > snapfile.DefaultKeep {
+		t.Fatalf("%d snapshot files, want 1..%d", len(refs), snapfile.DefaultKeep)
+	}
+	newest := refs[len(refs)-1].Index
+	if newest < 300 {
+		t.Fatalf("newest snapshot at %d after 400+ entries with SnapshotCount 40", newest)
+	}
+	segs := walSegments(t, filepath.Join(dir, "wal"))
+	if segs[0] == "0000000000000000-0000000000000000.wal" {
+		t.Fatalf("first WAL segment was never released: %v", segs)
+	}
+
+	// Restart from snapshot + WAL tail with an empty state machine.
+	sm2 := newFakeSM()
+	n2 := mustStart(t, cfg, sm2)
+	if sm2.restores != 1 {
+		t.Fatalf("state machine restored %d times on restart, want 1", sm2.restores)
+	}
+	waitLeader(t, n2)
+	proposeAll(t, n2, []string{"tail"})
+	sm2.waitPayloads(t, 401)
+	sm2.check(t)
+	want := append(sm.payloads(), "tail")
+	if got := sm2.payloads(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("restart from snapshot: %d payloads, want %d", len(got), len(want))
+	}
+}
+
+func walSegments(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		if strings.HasSuffix(de.Name(), ".wal") {
+			names = append(names, de.Name())
+		}
+	}
+	return names
+}
+
+func TestCorruptNewestSnapshotRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.SnapshotCount = 10
+	sm := newFakeSM()
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+	proposeAll(t, n, payloadRange("c", 0, 40))
+	sm.waitPayloads(t, 40)
+	n.Stop()
+
+	snaps, err := snapfile.Open(filepath.Join(dir, "snap"), snapfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, err := snaps.List()
+	if err != nil || len(refs) == 0 {
+		t.Fatalf("no snapshot files: %v", err)
+	}
+	path := snaps.Path(refs[len(refs)-1])
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(cfg, newFakeSM())
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Start with a corrupt newest snapshot: err = %v, want an error naming %s", err, path)
+	}
+}
+
+func TestUnrecordedSnapshotFileIsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	sm := newFakeSM()
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+	proposeAll(t, n, payloadRange("u", 0, 5))
+	sm.waitPayloads(t, 5)
+	n.Stop()
+	// A snapshot file whose WAL marker a crash prevented.
+	snaps, err := snapfile.Open(filepath.Join(dir, "snap"), snapfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := sm.Snapshot()
+	orphan := raftpb.SnapshotMetadata{Index: sm.AppliedIndex(), Term: n.Status().Term}
+	if _, err := snaps.Save(orphan, img); err != nil {
+		t.Fatal(err)
+	}
+	sm2 := newFakeSM()
+	n2 := mustStart(t, cfg, sm2)
+	if sm2.restores != 0 {
+		t.Fatal("restarted from a snapshot file the WAL never recorded")
+	}
+	if refs, _ := n2.Snapshots().List(); len(refs) != 0 {
+		t.Fatalf("unrecorded snapshot file kept: %v", refs)
+	}
+	sm2.waitPayloads(t, 5)
+}
+
+func TestForeignDataDirRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	n := mustStart(t, cfg, newFakeSM())
+	waitLeader(t, n)
+	n.Stop()
+	other := cfg
+	other.ID = 2
+	other.Peers = nil
+	if _, err := Start(other, newFakeSM()); err == nil || !strings.Contains(err.Error(), "belongs to member 1") {
+		t.Fatalf("Start of member 2 on member 1's dir: %v", err)
+	}
+	other = cfg
+	other.ClusterID = 0xdead
+	if _, err := Start(other, newFakeSM()); err == nil || !strings.Contains(err.Error(), "cluster") {
+		t.Fatalf("Start in another cluster: %v", err)
+	}
+}
+
+func TestStateMachineWithoutWALRefused(t *testing.T) {
+	sm := newFakeSM()
+	sm.state.Applied = 7
+	if _, err := Start(testConfig(t, t.TempDir()), sm); err == nil {
+		t.Fatal("Start with a non-empty state machine and no WAL succeeded")
+	}
+}
+
+func TestStopIsGracefulAndIdempotent(t *testing.T) {
+	sm := newFakeSM()
+	n := mustStart(t, testConfig(t, t.TempDir()), sm)
+	waitLeader(t, n)
+	proposeAll(t, n, []string{"x"})
+	sm.waitPayloads(t, 1)
+	n.Stop()
+	n.Stop()
+	select {
+	case <-n.Done():
+	default:
+		t.Fatal("Done not closed after Stop")
+	}
+	if n.Err() != nil {
+		t.Fatalf("Err after a clean stop: %v", n.Err())
+	}
+	ctx := testContext(t)
+	if err := n.Propose(ctx, []byte("late")); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Propose after Stop: %v", err)
+	}
+	if err := n.LinearizableRead(ctx); !errors.Is(err, ErrStopped) {
+		t.Fatalf("LinearizableRead after Stop: %v", err)
+	}
+	if err := n.Step(ctx, raftpb.Message{Type: raftpb.MsgHeartbeat}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Step after Stop: %v", err)
+	}
+}
+
+func TestMetricsRegistered(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cfg := testConfig(t, t.TempDir())
+	cfg.Metrics = reg
+	var leaders []uint64
+	var mu sync.Mutex
+	cfg.OnLeaderChange = func(leader, term uint64) {
+		mu.Lock()
+		leaders = append(leaders, leader)
+		mu.Unlock()
+	}
+	sm := newFakeSM()
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+	proposeAll(t, n, payloadRange("m", 0, 10))
+	sm.waitPayloads(t, 10)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := map[string]float64{}
+	for _, f := range families {
+		m := f.GetMetric()[0]
+		switch {
+		case m.GetCounter() != nil:
+			value[f.GetName()] = m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			value[f.GetName()] = m.GetGauge().GetValue()
+		case m.GetHistogram() != nil:
+			value[f.GetName()] = float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	for name, atLeast := range map[string]float64{
+		"metastore_wal_fsync_duration_seconds":     1,
+		"metastore_raft_proposals_applied_total":   10,
+		"metastore_raft_proposals_committed_total": 10,
+		"metastore_raft_leader_changes_seen_total": 1,
+		"metastore_raft_is_leader":                 1,
+		"metastore_raft_has_leader":                1,
+	} {
+		if got, ok := value[name]; !ok || got < atLeast {
+			t.Fatalf("metric %s = %v (registered %v), want >= %v", name, got, ok, atLeast)
+		}
+	}
+	if got := value["metastore_raft_leader_changes_seen_total"]; got != 1 {
+		t.Fatalf("leader changes = %v, want 1", got)
+	}
+	mu.Lock()
+	if len(leaders) != 1 || leaders[0] != 1 {
+		t.Fatalf("OnLeaderChange calls %v, want [1]", leaders)
+	}
+	mu.Unlock()
+	n.Stop()
+	// Stop unregisters, so a restarted member can register again.
+	n2 := mustStart(t, cfg, sm)
+	n2.Stop()
+}
+
+func TestWALRecordsMetadata(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	n := mustStart(t, cfg, newFakeSM())
+	waitLeader(t, n)
+	n.Stop()
+	w, rec, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if rec.Metadata != (wal.Metadata{MemberID: cfg.ID, ClusterID: cfg.ClusterID}) {
+		t.Fatalf("WAL metadata %+v", rec.Metadata)
+	}
+}

@@ -1,0 +1,163 @@
+package raftnode
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+)
+
+// readRound is one ReadIndex round-trip shared by every LinearizableRead
+// that arrived while the previous round was in flight.
+type readRound struct {
+	// waiters counts callers still waiting; guarded by Node.readMu. Only
+	// the round not yet started gains waiters, so a started round's count
+	// only falls, and a round nobody waits for any more can be abandoned.
+	waiters int
+	// index is the commit index the round confirmed; set before the round
+	// waits for apply.
+	index uint64
+	done  chan struct{}
+	err   error
+}
+
+func newReadRound() *readRound { return &readRound{done: make(chan struct{})} }
+
+func (r *readRound) finish(err error) {
+	r.err = err
+	close(r.done)
+}
+
+// LinearizableRead returns once this member has applied at least the commit
+// index confirmed by a ReadIndex round that started after the call: state
+// read afterwards reflects every write committed before the call. Calls
+// arriving while a round is in flight share the next round.
+//
+// Without a leader the round keeps retrying until ctx ends; the error then
+// wraps both ErrNoLeader and ctx.Err(). After Stop it returns ErrStopped.
+func (n *Node) LinearizableRead(ctx context.Context) error {
+	select {
+	case <-n.stopping:
+		return ErrStopped
+	default:
+	}
+	n.readMu.Lock()
+	r := n.nextRead
+	r.waiters++
+	n.readMu.Unlock()
+	select {
+	case n.readWake <- struct{}{}:
+	default: // a wake-up is already pending; the read loop will see r
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		n.readMu.Lock()
+		r.waiters--
+		n.readMu.Unlock()
+		if n.lead.Load() == raft.None {
+			return fmt.Errorf("raftnode: linearizable read: %w: %w", ErrNoLeader, ctx.Err())
+		}
+		return fmt.Errorf("raftnode: linearizable read: %w", ctx.Err())
+	case <-n.stopping:
+		return ErrStopped
+	}
+}
+
+// runReads is the read loop: one ReadIndex round at a time, each serving
+// all callers that joined it. A confirmed round is handed to the applied
+// index waiters and the loop moves on, so the next round's network
+// round-trip overlaps the previous round's wait for apply.
+func (n *Node) runReads() {
+	defer n.loops.Done()
+	for {
+		select {
+		case <-n.readWake:
+		case <-n.stopping:
+			return
+		}
+		n.readMu.Lock()
+		r := n.nextRead
+		if r.waiters == 0 {
+			// Its callers gave up, or a stale wake-up: keep it as next.
+			n.readMu.Unlock()
+			continue
+		}
+		n.nextRead = newReadRound()
+		n.readMu.Unlock()
+
+		index, err := n.confirmReadIndex(r)
+		if errors.Is(err, ErrStopped) {
+			return
+		}
+		if err != nil {
+			r.finish(err) // abandoned (nobody waits), or raft refused
+			continue
+		}
+		r.index = index
+		n.appliedWaits.wait(r)
+	}
+}
+
+// errRoundAbandoned ends a round whose callers all gave up.
+var errRoundAbandoned = errors.New("read round abandoned")
+
+// confirmReadIndex asks raft for the leader's commit index, confirmed by a
+// heartbeat quorum, and retries until it gets one: after a retry interval
+// (the request or answer may be lost), and at once when a new leader is
+// known. Request IDs grow monotonically, so any answer to a request sent
+// during this round (ID >= the round's first) was confirmed after every
+// caller of the round arrived, and is good for all of them.
+func (n *Node) confirmReadIndex(r *readRound) (uint64, error) {
+	n.metrics.readIndexRounds.Inc()
+	n.readRounds.Add(1)
+	leaderChanged := n.leaderChanged.next()
+	firstID := n.readIDs.Add(1)
+	if err := n.sendReadIndex(firstID); err != nil {
+		return 0, err
+	}
+	retry := time.NewTimer(n.cfg.readIndexRetry())
+	defer retry.Stop()
+	for {
+		select {
+		case rs := <-n.readStates:
+			if len(rs.RequestCtx) == 8 && binary.BigEndian.Uint64(rs.RequestCtx) >= firstID {
+				return rs.Index, nil
+			}
+			continue // an answer to an earlier, abandoned round
+		case <-leaderChanged:
+			leaderChanged = n.leaderChanged.next()
+		case <-retry.C:
+		case <-n.stopping:
+			return 0, ErrStopped
+		}
+		n.readMu.Lock()
+		abandoned := r.waiters == 0
+		n.readMu.Unlock()
+		if abandoned {
+			return 0, errRoundAbandoned
+		}
+		if err := n.sendReadIndex(n.readIDs.Add(1)); err != nil {
+			return 0, err
+		}
+		retry.Reset(n.cfg.readIndexRetry())
+	}
+}
+
+func (n *Node) sendReadIndex(id uint64) error {
+	var rctx [8]byte
+	binary.BigEndian.PutUint64(rctx[:], id)
+	// ReadIndex only hands the request to raft's goroutine; without a
+	// leader raft drops it and the retry asks again.
+	if err := n.raft.ReadIndex(n.ctx, rctx[:]); err != nil {
+		if errors.Is(err, raft.ErrStopped) || n.ctx.Err() != nil {
+			return ErrStopped
+		}
+		return fmt.Errorf("raftnode: read index: %w", err)
+	}
+	return nil
+}

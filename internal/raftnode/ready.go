@@ -1,0 +1,199 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+// toApply is one Ready's worth of work for the apply loop.
+type toApply struct {
+	// snapshot, when set, is a snapshot received from the leader: the
+	// state machine is restored from its file before entries are applied.
+	snapshot *raftpb.SnapshotMetadata
+	entries  []raftpb.Entry
+	// applied, when set, is closed once the batch is applied (a follower
+	// waits for its conf changes before sending further messages).
+	applied chan struct{}
+}
+
+// errStopping ends the raft loop when Stop interrupts a Ready half-way.
+var errStopping = errors.New("stopping")
+
+// runRaft is the raft loop: it ticks raft and processes each Ready in the
+// order raft requires (see handleReady).
+func (n *Node) runRaft() {
+	defer n.loops.Done()
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	isLeader := false
+	for {
+		select {
+		case <-ticker.C:
+			n.raft.Tick()
+		case rd := <-n.raft.Ready():
+			if err := n.handleReady(rd, &isLeader); err != nil {
+				if !errors.Is(err, errStopping) {
+					n.fail(err)
+				}
+				return
+			}
+		case <-n.stopping:
+			return
+		}
+	}
+}
+
+// handleReady processes one Ready:
+//
+//  1. publish soft state (leader changes) and read states;
+//  2. as leader, send messages right away: the leader writes its log in
+//     parallel with the followers writing theirs (raft thesis 10.2.1);
+//  3. persist: a received snapshot's marker, entries and hard state go to
+//     the WAL with one fsync, then into raft's MemoryStorage;
+//  4. hand committed entries (and the snapshot) to the apply loop, which
+//     applies them while this loop persists the next Ready;
+//  5. as follower or candidate, send messages now that their preconditions
+//     are durable, after waiting for a conf change to be applied;
+//  6. Advance.
+func (n *Node) handleReady(rd raft.Ready, isLeader *bool) error {
+	if !raft.IsEmptyHardState(rd.HardState) {
+		n.term.Store(rd.HardState.Term)
+		n.commitIndex.Store(rd.HardState.Commit)
+		n.metrics.proposalsCommitted.Set(float64(rd.HardState.Commit))
+	}
+	if rd.SoftState != nil {
+		n.updateLeader(rd.SoftState)
+		*isLeader = rd.SoftState.RaftState == raft.StateLeader
+	}
+	for _, rs := range rd.ReadStates {
+		select {
+		case n.readStates <- rs:
+		default:
+			// The read loop is far behind; the round re-asks on its retry.
+			n.logger.Warn("dropping read state, read loop is not keeping up", "index", rs.Index)
+		}
+	}
+	if *isLeader {
+		n.send(rd.Messages)
+	}
+	if err := n.persist(rd); err != nil {
+		return err
+	}
+	if len(rd.CommittedEntries) > 0 || !raft.IsEmptySnap(rd.Snapshot) {
+		ap := toApply{entries: rd.CommittedEntries}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			meta := rd.Snapshot.Metadata
+			ap.snapshot = &meta
+		}
+		// A follower must not vote or answer under a configuration it has
+		// not applied yet (etcd waits the same way).
+		waitApplied := !*isLeader && hasConfChange(rd.CommittedEntries)
+		if waitApplied {
+			ap.applied = make(chan struct{})
+		}
+		select {
+		case n.applyc <- ap:
+		case <-n.stopping:
+			return errStopping
+		}
+		if waitApplied {
+			select {
+			case <-ap.applied:
+			case <-n.stopping:
+				return errStopping
+			}
+		}
+	}
+	if !*isLeader {
+		n.send(rd.Messages)
+	}
+	n.raft.Advance()
+	if last, err := n.storage.LastIndex(); err == nil {
+		n.metrics.proposalsPending.Set(float64(last) - float64(n.commitIndex.Load()))
+	}
+	return nil
+}
+
+// persist makes a Ready's snapshot, entries and hard state durable and
+// visible to raft through MemoryStorage.
+func (n *Node) persist(rd raft.Ready) error {
+	if raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.wal.Save(rd.HardState, rd.Entries); err != nil {
+			return fmt.Errorf("raftnode: persist Ready: %w", err)
+		}
+	} else {
+		meta := rd.Snapshot.Metadata
+		// The transport stored the image before stepping the MsgSnap; the
+		// WAL marker must never point at a file that is not there.
+		ref := snapfile.Ref{Term: meta.Term, Index: meta.Index}
+		if _, err := n.snaps.Load(ref); err != nil {
+			return fmt.Errorf("raftnode: snapshot %d from the leader has no valid file: %w", meta.Index, err)
+		}
+		if err := n.wal.SaveInstall(wal.Snapshot{Index: meta.Index, Term: meta.Term}, rd.HardState, rd.Entries); err != nil {
+			return fmt.Errorf("raftnode: persist Ready with snapshot %d: %w", meta.Index, err)
+		}
+		if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+			return fmt.Errorf("raftnode: apply snapshot %d to raft storage: %w", meta.Index, err)
+		}
+		if err := n.wal.ReleaseTo(meta.Index); err != nil {
+			return fmt.Errorf("raftnode: release WAL after snapshot %d: %w", meta.Index, err)
+		}
+		n.logger.Info("installed snapshot from leader", "index", meta.Index, "term", meta.Term)
+	}
+	if err := n.storage.Append(rd.Entries); err != nil {
+		return fmt.Errorf("raftnode: append %d entries to raft storage: %w", len(rd.Entries), err)
+	}
+	return nil
+}
+
+func (n *Node) send(msgs []raftpb.Message) {
+	if len(msgs) == 0 || n.transport == nil {
+		return
+	}
+	n.transport.Send(msgs)
+}
+
+func (n *Node) updateLeader(ss *raft.SoftState) {
+	if ss.RaftState == raft.StateLeader {
+		n.metrics.isLeader.Set(1)
+	} else {
+		n.metrics.isLeader.Set(0)
+	}
+	old := n.lead.Swap(ss.Lead)
+	if old == ss.Lead {
+		return
+	}
+	term := n.term.Load()
+	if ss.Lead == raft.None {
+		n.metrics.hasLeader.Set(0)
+		n.logger.Info("leader lost", "previous", fmt.Sprintf("%x", old), "term", term)
+	} else {
+		n.metrics.hasLeader.Set(1)
+		n.metrics.leaderChanges.Inc()
+		n.logger.Info("leader changed", "leader", fmt.Sprintf("%x", ss.Lead), "previous", fmt.Sprintf("%x", old), "term", term)
+	}
+	n.leaderChanged.notify()
+	if n.cfg.OnLeaderChange != nil {
+		n.cfg.OnLeaderChange(ss.Lead, term)
+	}
+}
+
+func hasConfChange(ents []raftpb.Entry) bool {
+	for i := range ents {
+		if isConfChange(ents[i].Type) {
+			return true
+		}
+	}
+	return false
+}
+
+func isConfChange(t raftpb.EntryType) bool {
+	return t == raftpb.EntryConfChange || t == raftpb.EntryConfChangeV2
+}

@@ -1,0 +1,172 @@
+package rocksdb
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// Compression names the block compression RocksDB applies to SST files.
+type Compression string
+
+// The compressions Open accepts. All four are linked into Debian's
+// librocksdb; TestCompressions opens a database with each.
+const (
+	CompressionNone   Compression = "none"
+	CompressionSnappy Compression = "snappy"
+	CompressionLZ4    Compression = "lz4"
+	CompressionZstd   Compression = "zstd"
+)
+
+// ParseCompression maps a flag value ("none", "snappy", "lz4", "zstd",
+// case-insensitive) to a Compression.
+func ParseCompression(s string) (Compression, error) {
+	c := Compression(strings.ToLower(strings.TrimSpace(s)))
+	if _, err := c.native(); err != nil {
+		return "", err
+	}
+	return c, nil
+}
+
+func (c Compression) native() (grocksdb.CompressionType, error) {
+	switch c {
+	case CompressionNone:
+		return grocksdb.NoCompression, nil
+	case CompressionSnappy:
+		return grocksdb.SnappyCompression, nil
+	case CompressionLZ4:
+		return grocksdb.LZ4Compression, nil
+	case CompressionZstd:
+		return grocksdb.ZSTDCompression, nil
+	}
+	return 0, fmt.Errorf("unknown compression %q (want none, snappy, lz4 or zstd)", string(c))
+}
+
+// Options tunes the engine. Start from DefaultOptions; Open rejects values
+// out of range instead of silently replacing them.
+type Options struct {
+	// Logger receives open/restore/compaction progress. Nil discards.
+	Logger *slog.Logger
+
+	// BlockCacheSize is the LRU cache, in bytes, for uncompressed data
+	// blocks and for index and filter blocks (both are charged to the cache
+	// so that it bounds the engine's read memory). Must be > 0.
+	// Default 256 MiB: point reads of recent revisions then stay in RAM for
+	// the typical etcd data set (etcd's default quota is 2 GiB on disk).
+	BlockCacheSize int64
+
+	// BloomBitsPerKey sizes the whole-key Bloom filter of each SST file;
+	// 0 disables filters. Default 10 (about 1% false positives). The MVCC
+	// layer only asks for revisions its key index knows exist, so filters
+	// are built for every level but the last (optimize_filters_for_hits):
+	// they only save work where a Get can miss, which is the upper levels.
+	BloomBitsPerKey float64
+
+	// Compression is applied to every level. Default lz4: revision values
+	// are marshaled protobufs with repetitive key prefixes, lz4 shrinks
+	// them well at a decode cost low enough for the read path.
+	Compression Compression
+
+	// WriteBufferSize is the size, in bytes, of one memtable before it is
+	// frozen and flushed to an L0 file. Must be >= 64 KiB. Default 64 MiB.
+	// Bigger memtables mean fewer, larger L0 files; revision keys arrive in
+	// ascending order, so flushed files rarely overlap and compaction is
+	// mostly trivial moves.
+	WriteBufferSize int64
+
+	// MaxWriteBuffers is how many memtables (the active one plus frozen
+	// ones waiting for flush) may exist before writes stall. Must be >= 2.
+	// Default 4, so that a burst of applies keeps going while one flush
+	// runs.
+	MaxWriteBuffers int
+
+	// MaxBackgroundJobs bounds concurrent flushes plus compactions. Must be
+	// >= 1. Default 4; flushes are I/O bound, so more jobs than cores is
+	// fine.
+	MaxBackgroundJobs int
+}
+
+// DefaultOptions returns the defaults documented on each Options field.
+func DefaultOptions() Options {
+	return Options{
+		BlockCacheSize:    256 << 20,
+		BloomBitsPerKey:   10,
+		Compression:       CompressionLZ4,
+		WriteBufferSize:   64 << 20,
+		MaxWriteBuffers:   4,
+		MaxBackgroundJobs: 4,
+	}
+}
+
+// minWriteBufferSize keeps RocksDB from flushing after every batch.
+const minWriteBufferSize = 64 << 10
+
+func (o Options) validate() error {
+	if o.BlockCacheSize <= 0 {
+		return fmt.Errorf("block cache size %d: must be positive", o.BlockCacheSize)
+	}
+	if o.BloomBitsPerKey < 0 || o.BloomBitsPerKey > 64 {
+		return fmt.Errorf("bloom bits per key %v: must be in [0, 64]", o.BloomBitsPerKey)
+	}
+	if _, err := o.Compression.native(); err != nil {
+		return err
+	}
+	if o.WriteBufferSize < minWriteBufferSize {
+		return fmt.Errorf("write buffer size %d: must be at least %d", o.WriteBufferSize, minWriteBufferSize)
+	}
+	if o.MaxWriteBuffers < 2 {
+		return fmt.Errorf("max write buffers %d: must be at least 2", o.MaxWriteBuffers)
+	}
+	if o.MaxBackgroundJobs < 1 {
+		return fmt.Errorf("max background jobs %d: must be at least 1", o.MaxBackgroundJobs)
+	}
+	return nil
+}
+
+// nativeOptions builds the RocksDB options for one database directory.
+// cache is shared by every database the Backend opens (the live one and a
+// restore's staging one). The caller destroys the result after OpenDb,
+// which copies what it needs.
+func (o Options) nativeOptions(cache *grocksdb.Cache) *grocksdb.Options {
+	compression, _ := o.Compression.native() // validated by Open
+
+	table := grocksdb.NewDefaultBlockBasedTableOptions()
+	table.SetBlockCache(cache)
+	table.SetCacheIndexAndFilterBlocks(true)
+	table.SetPinL0FilterAndIndexBlocksInCache(true)
+	if o.BloomBitsPerKey > 0 {
+		// The table options take ownership of the policy.
+		table.SetFilterPolicy(grocksdb.NewBloomFilterFull(o.BloomBitsPerKey))
+		table.SetWholeKeyFiltering(true)
+	}
+
+	opts := grocksdb.NewDefaultOptions()
+	opts.SetBlockBasedTableFactory(table)
+	opts.SetCompression(compression)
+	opts.SetOptimizeFiltersForHits(o.BloomBitsPerKey > 0)
+	opts.SetWriteBufferSize(uint64(o.WriteBufferSize))
+	opts.SetMaxWriteBufferNumber(o.MaxWriteBuffers)
+	opts.SetMaxBackgroundJobs(o.MaxBackgroundJobs)
+	// Size levels from the bottom up: space amplification stays near 1.1
+	// however large the data set grows.
+	opts.SetLevelCompactionDynamicLevelBytes(true)
+	opts.SetTargetFileSizeBase(uint64(o.WriteBufferSize))
+	// Point-in-time recovery (RocksDB's default, pinned here because the
+	// crash-safety argument in doc.go depends on it): WAL replay stops at
+	// the first torn or corrupt record, so a batch is replayed whole or
+	// not at all, and nothing after it is replayed.
+	opts.SetWALRecoveryMode(grocksdb.PointInTimeRecovery)
+	// Write back SST and WAL data in the background in 1 MiB steps, so
+	// that a flush or Sync never finds hundreds of MiB of dirty pages.
+	opts.SetBytesPerSync(1 << 20)
+	opts.SetWALBytesPerSync(1 << 20)
+	// RocksDB's own LOG file: warnings only, few and small files.
+	opts.SetInfoLogLevel(grocksdb.WarnInfoLogLevel)
+	opts.SetKeepLogFileNum(2)
+	opts.SetMaxLogFileSize(8 << 20)
+
+	table.Destroy()
+	return opts
+}

@@ -1,0 +1,180 @@
+package server
+
+import (
+	"fmt"
+	"io"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/raftnode"
+)
+
+// applyResult is what a proposer receives once its entry is applied.
+type applyResult struct {
+	resp any // *pb.PutResponse, *pb.TxnResponse, ...
+	err  error
+}
+
+type pendingResult struct {
+	id  uint64
+	res applyResult
+}
+
+// applier is the state machine behind Raft (raftnode.StateMachine): it
+// applies committed entries to the MVCC store and the member list.
+//
+// Invariant: everything it does is a function of the entries alone — no
+// wall clock, randomness or map iteration order — so every member that
+// applies the same log reaches the same state and the same hashes.
+//
+// A batch of entries is applied into one store batch, committed once, and
+// only then are the waiting proposers told their results: a client never
+// sees an acknowledgement for a write that readers cannot yet see.
+type applier struct {
+	s       *Server
+	results []pendingResult // reused across batches
+}
+
+func newApplier(s *Server) *applier { return &applier{s: s} }
+
+var _ raftnode.StateMachine = (*applier)(nil)
+
+// AppliedIndex is the index of the last entry the store holds.
+func (a *applier) AppliedIndex() uint64 {
+	index, _ := a.s.kv.ConsistentIndex()
+	return index
+}
+
+// Apply applies committed entries in log order.
+func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
+	kv := a.s.kv
+	applied := a.AppliedIndex()
+	for i := range entries {
+		e := &entries[i]
+		if e.Index <= applied {
+			// Already in the store: replay after a crash of an engine that
+			// persisted beyond the last snapshot.
+			continue
+		}
+		switch e.Type {
+		case raftpb.EntryNormal:
+			a.applyNormal(e)
+		case raftpb.EntryConfChange:
+			var cc raftpb.ConfChange
+			if err := cc.Unmarshal(e.Data); err != nil {
+				a.s.log.Error("skipping undecodable conf change entry", "index", e.Index, "error", err)
+				break
+			}
+			a.applyConfChange(cc)
+		case raftpb.EntryConfChangeV2:
+			var cc raftpb.ConfChangeV2
+			if err := cc.Unmarshal(e.Data); err != nil {
+				a.s.log.Error("skipping undecodable conf change entry", "index", e.Index, "error", err)
+				break
+			}
+			for _, single := range cc.Changes {
+				a.applyConfChange(raftpb.ConfChange{Type: single.Type, NodeID: single.NodeID, Context: cc.Context})
+			}
+		}
+		kv.SetConsistentIndex(e.Index, e.Term)
+	}
+	if err := kv.Commit(); err != nil {
+		// The store can no longer follow the log; continuing would diverge.
+		a.s.fatal("commit applied entries to the store", err)
+		for _, r := range a.results {
+			a.s.wait.Trigger(r.id, applyResult{err: ErrStopped})
+		}
+		a.results = a.results[:0]
+		return
+	}
+	for _, r := range a.results {
+		a.s.wait.Trigger(r.id, r.res)
+	}
+	clear(a.results)
+	a.results = a.results[:0]
+}
+
+func (a *applier) applyNormal(e *raftpb.Entry) {
+	if len(e.Data) == 0 {
+		return // a new leader's empty entry
+	}
+	var req pb.InternalRaftRequest
+	if err := req.Unmarshal(e.Data); err != nil {
+		// Every member sees the same bytes, so skipping is deterministic.
+		a.s.log.Error("skipping undecodable entry", "index", e.Index, "error", err)
+		return
+	}
+	res := a.dispatch(&req)
+	if req.Header != nil && req.Header.ID != 0 {
+		a.results = append(a.results, pendingResult{id: req.Header.ID, res: res})
+	}
+}
+
+func (a *applier) dispatch(req *pb.InternalRaftRequest) applyResult {
+	kv := a.s.kv
+	var res applyResult
+	switch {
+	case req.Put != nil:
+		res.resp, res.err = kv.Put(req.Put)
+	case req.DeleteRange != nil:
+		res.resp, res.err = kv.DeleteRange(req.DeleteRange)
+	case req.Txn != nil:
+		res.resp, res.err = kv.Txn(req.Txn)
+	case req.Compaction != nil:
+		res.resp, res.err = kv.Compact(req.Compaction.Revision)
+	case req.ClusterMemberAttrSet != nil:
+		a.s.cluster.SetAttributes(kv, req.ClusterMemberAttrSet.Member_ID, req.ClusterMemberAttrSet.MemberAttributes)
+		res.resp = &membershippb.ClusterMemberAttrSetRequest{}
+	default:
+		res.err = ErrNotImplementedOp
+	}
+	return res
+}
+
+func (a *applier) applyConfChange(cc raftpb.ConfChange) {
+	kv := a.s.kv
+	switch cc.Type {
+	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+		if len(cc.Context) == 0 {
+			return
+		}
+		var m membershippb.Member
+		if err := m.Unmarshal(cc.Context); err != nil {
+			a.s.log.Error("skipping conf change with undecodable member", "node", fmt.Sprintf("%x", cc.NodeID), "error", err)
+			return
+		}
+		if existing := a.s.cluster.Member(m.ID); existing != nil && cc.Type == raftpb.ConfChangeAddNode && existing.RaftAttributes != nil && existing.RaftAttributes.IsLearner {
+			a.s.cluster.Promote(kv, m.ID)
+		} else {
+			a.s.cluster.Add(kv, &m)
+		}
+	case raftpb.ConfChangeRemoveNode:
+		a.s.cluster.Remove(kv, cc.NodeID)
+	case raftpb.ConfChangeUpdateNode:
+		var m membershippb.Member
+		if err := m.Unmarshal(cc.Context); err == nil && m.RaftAttributes != nil {
+			a.s.cluster.SetPeerURLs(kv, cc.NodeID, m.RaftAttributes.PeerUrls)
+		}
+	}
+	if cc.ID != 0 {
+		a.results = append(a.results, pendingResult{id: cc.ID, res: applyResult{resp: a.s.cluster.Members()}})
+	}
+}
+
+// Snapshot returns the store's image as of the last Apply.
+func (a *applier) Snapshot() (raftnode.Image, error) {
+	return a.s.kv.SnapshotView(), nil
+}
+
+// Restore replaces the store and the member list with a snapshot image.
+func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
+	if err := a.s.kv.Restore(r); err != nil {
+		return fmt.Errorf("restore store from snapshot at index %d: %w", meta.Index, err)
+	}
+	if err := a.s.cluster.Load(a.s.kv); err != nil {
+		return fmt.Errorf("reload member list from snapshot at index %d: %w", meta.Index, err)
+	}
+	return nil
+}

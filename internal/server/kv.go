@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/raftnode"
+)
+
+// maxApplyLag bounds how far apply may trail commit before new proposals
+// are refused with ErrTooManyRequests (etcd's maxGapBetweenApplyAndCommitIndex),
+// so an overloaded member sheds load instead of queueing without bound.
+const maxApplyLag = 5000
+
+// Range serves a read. A linearizable read first waits until this member
+// has applied everything committed when the read arrived (batched ReadIndex);
+// a serializable one reads local state at once.
+func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	if !r.Serializable {
+		if err := s.LinearizableRead(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s.kv.Range(r)
+}
+
+// Put writes a key through Raft.
+func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	res, err := s.propose(ctx, &pb.InternalRaftRequest{Put: r})
+	if err != nil {
+		return nil, err
+	}
+	return res.resp.(*pb.PutResponse), nil
+}
+
+// DeleteRange deletes keys through Raft.
+func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	res, err := s.propose(ctx, &pb.InternalRaftRequest{DeleteRange: r})
+	if err != nil {
+		return nil, err
+	}
+	return res.resp.(*pb.DeleteRangeResponse), nil
+}
+
+// Txn runs a transaction. One without writes in any branch is served
+// locally like a read (it does not go through Raft and does not bump the
+// revision), as etcd does.
+func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if kvstore.IsTxnReadOnly(r) {
+		if !kvstore.IsTxnSerializable(r) {
+			if err := s.LinearizableRead(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return s.kv.ReadTxn(r)
+	}
+	res, err := s.propose(ctx, &pb.InternalRaftRequest{Txn: r})
+	if err != nil {
+		return nil, err
+	}
+	return res.resp.(*pb.TxnResponse), nil
+}
+
+// Compact compacts the key history through Raft. Compaction here is
+// physical as soon as it is applied, so `physical` needs no extra wait.
+func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	res, err := s.propose(ctx, &pb.InternalRaftRequest{Compaction: r})
+	if err != nil {
+		return nil, err
+	}
+	resp := res.resp.(*pb.CompactionResponse)
+	if resp.Header == nil {
+		resp.Header = &pb.ResponseHeader{}
+	}
+	resp.Header.Revision = s.kv.Rev()
+	return resp, nil
+}
+
+// HashKV hashes the key history up to rev on this member.
+func (s *Server) HashKV(rev int64) (kvstore.HashKVResult, error) { return s.kv.HashKV(rev) }
+
+// Hash hashes the whole backend of this member.
+func (s *Server) Hash() (uint32, error) { return s.kv.Hash() }
+
+// LinearizableRead returns once this member has applied every write that
+// was committed when it was called.
+func (s *Server) LinearizableRead(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	err := s.node.LinearizableRead(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raftnode.ErrStopped):
+		return ErrStopped
+	case errors.Is(err, raftnode.ErrNoLeader):
+		return ErrNoLeader
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrTimeout
+	}
+	return err
+}
+
+// propose sends one request through Raft and waits for its applied result.
+func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error) {
+	st := s.node.Status()
+	if st.CommitIndex > st.AppliedIndex+maxApplyLag {
+		return applyResult{}, ErrTooManyRequests
+	}
+	id := s.reqIDs.Next()
+	req.Header = &pb.RequestHeader{ID: id}
+	data, err := req.Marshal()
+	if err != nil {
+		return applyResult{}, err
+	}
+	if len(data) > int(s.cfg.MaxRequestBytes) {
+		return applyResult{}, ErrRequestTooLarge
+	}
+
+	ch := s.wait.Register(id)
+	cctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := s.node.Propose(cctx, data); err != nil {
+		s.wait.Cancel(id)
+		return applyResult{}, s.proposeError(ctx, cctx, err, start)
+	}
+	select {
+	case res := <-ch:
+		return res, res.err
+	case <-cctx.Done():
+		s.wait.Cancel(id)
+		return applyResult{}, s.proposeError(ctx, cctx, cctx.Err(), start)
+	case <-s.stopping:
+		s.wait.Cancel(id)
+		return applyResult{}, ErrStopped
+	}
+}
+
+// proposeError turns a failed proposal into etcd's error: the caller's own
+// cancellation stays a context error; our timeout becomes ErrTimeout (or
+// ErrNoLeader when there is no leader to time out on).
+func (s *Server) proposeError(callerCtx, ctx context.Context, err error, start time.Time) error {
+	if callerCtx.Err() != nil {
+		return callerCtx.Err()
+	}
+	switch {
+	case errors.Is(err, raftnode.ErrStopped):
+		return ErrStopped
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+		if s.node.Status().Leader == 0 {
+			return ErrNoLeader
+		}
+		s.log.Warn("proposal timed out", "took", time.Since(start))
+		return ErrTimeout
+	}
+	return err
+}

@@ -1,0 +1,316 @@
+//go:build leasewiring
+
+// The build constraint above keeps this file out of the build until the
+// lead adds the wiring lines (see the lease helper's report); delete it then.
+
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/lease"
+)
+
+// leaseRetryInterval paces the retries of a keep-alive or time-to-live
+// that found no primary lessor to answer it (an election in progress, or
+// a new leader still applying the previous term): etcd's 50 ms.
+const leaseRetryInterval = 50 * time.Millisecond
+
+// LeaderForwarder carries the lease requests only the leader's clock can
+// answer from a follower to the leader. The peer transport (issue 5)
+// implements it; without one a follower waits until it leads itself or
+// the request times out.
+type LeaderForwarder interface {
+	ForwardRenew(ctx context.Context, leader uint64, id int64) (ttl int64, err error)
+	ForwardTimeToLive(ctx context.Context, leader uint64, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error)
+}
+
+// memberLeases wires the lease table into the member: it is the lessor's
+// Proposer, applies the lease entries, routes keep-alives and TTL queries
+// to the primary, and promotes or demotes the lessor as leadership moves.
+type memberLeases struct {
+	s               *Server
+	lessor          *lease.Lessor
+	forwarder       LeaderForwarder
+	electionTimeout time.Duration
+
+	mu     sync.Mutex
+	leader uint64 // as last reported by raft's OnLeaderChange
+	term   uint64
+}
+
+func newMemberLeases(s *Server, cfg Config) (*memberLeases, error) {
+	ml := &memberLeases{s: s, electionTimeout: time.Duration(cfg.ElectionTicks) * cfg.TickInterval}
+	l, err := lease.New(lease.Config{
+		Logger:               s.log.With("component", "lessor"),
+		Metrics:              cfg.Metrics,
+		Proposer:             ml,
+		MinTTL:               lease.MinTTL(cfg.ElectionTicks, cfg.TickInterval),
+		ExpiredRetryInterval: s.reqTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: create lessor: %w", err)
+	}
+	ml.lessor = l
+	return ml, nil
+}
+
+// leaderChanged is raft's OnLeaderChange: a member that stops leading
+// stops its lease clock at once. Promotion waits for the new term's first
+// entry to apply (leaderEntryApplied).
+func (ml *memberLeases) leaderChanged(leader, term uint64) {
+	ml.mu.Lock()
+	ml.leader, ml.term = leader, term
+	ml.mu.Unlock()
+	if leader != ml.s.id {
+		ml.lessor.Demote()
+	}
+}
+
+// leaderEntryApplied is called by apply for each empty entry, which a new
+// leader appends at the start of its term. Once this member's own entry
+// applies, every entry of earlier terms has applied (every grant, revoke
+// and checkpoint they hold is in the table) and the lessor is promoted,
+// its clocks extended by an election timeout as etcd does.
+func (ml *memberLeases) leaderEntryApplied(term uint64) {
+	ml.mu.Lock()
+	leading := ml.leader == ml.s.id && ml.term == term
+	ml.mu.Unlock()
+	if leading {
+		ml.lessor.Promote(ml.electionTimeout)
+	}
+}
+
+func (ml *memberLeases) currentLeader() uint64 {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.leader
+}
+
+// ConfirmLeadership is etcd's ensureLeadership: a ReadIndex round proves
+// a quorum still follows this member.
+func (ml *memberLeases) ConfirmLeadership(ctx context.Context) bool {
+	if ml.currentLeader() != ml.s.id {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, ml.s.reqTimeout)
+	defer cancel()
+	if err := ml.s.node.LinearizableRead(ctx); err != nil {
+		return false
+	}
+	return ml.currentLeader() == ml.s.id
+}
+
+// ProposeRevoke revokes an expired lease through Raft.
+func (ml *memberLeases) ProposeRevoke(ctx context.Context, id int64) error {
+	_, err := ml.s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
+	return err
+}
+
+// ProposeCheckpoint records remaining TTLs through Raft, only while this
+// member still leads (etcd's checkpointer).
+func (ml *memberLeases) ProposeCheckpoint(ctx context.Context, cps []*pb.LeaseCheckpoint) error {
+	if !ml.ConfirmLeadership(ctx) {
+		return lease.ErrNotPrimary
+	}
+	_, err := ml.s.propose(ctx, &pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps}})
+	return err
+}
+
+// writeRev is the revision the apply side is at (committed or not), which
+// etcd reports in the headers of lease entries.
+func writeRev(kv *kvstore.Store) int64 {
+	tw := kv.Write()
+	defer tw.End()
+	return tw.Rev()
+}
+
+func (ml *memberLeases) applyGrant(kv *kvstore.Store, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	ttl, err := ml.lessor.ApplyGrant(kv, r.ID, r.TTL)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.LeaseGrantResponse{Header: &pb.ResponseHeader{Revision: writeRev(kv)}, ID: r.ID, TTL: ttl}, nil
+}
+
+// revokeDeleter deletes a revoked lease's keys in one write transaction
+// (one revision) and remembers the revision the store is at afterwards.
+type revokeDeleter struct {
+	*kvstore.Store
+	rev int64
+}
+
+func (d *revokeDeleter) DeleteKeys(keys [][]byte) error {
+	tw := d.Write()
+	for _, k := range keys {
+		tw.DeleteRange(k, nil)
+	}
+	d.rev = tw.Rev()
+	if tw.Changed() {
+		d.rev++
+	}
+	tw.End()
+	return nil
+}
+
+func (ml *memberLeases) applyRevoke(kv *kvstore.Store, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	d := &revokeDeleter{Store: kv, rev: -1}
+	if err := ml.lessor.ApplyRevoke(d, r.ID); err != nil {
+		return nil, err
+	}
+	return &pb.LeaseRevokeResponse{Header: &pb.ResponseHeader{Revision: d.rev}}, nil
+}
+
+func (ml *memberLeases) applyCheckpoint(kv *kvstore.Store, r *pb.LeaseCheckpointRequest) (*pb.LeaseCheckpointResponse, error) {
+	ml.lessor.ApplyCheckpoint(kv, r.Checkpoints)
+	return &pb.LeaseCheckpointResponse{Header: &pb.ResponseHeader{Revision: writeRev(kv)}}, nil
+}
+
+// LeaseGrant grants a lease through Raft. The TTL is normalised and, when
+// the client leaves the ID to the server, a unique positive ID is chosen
+// here, before proposing, so that every member applies the same grant.
+func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	ttl, err := s.leases.lessor.NormalizeTTL(r.TTL)
+	if err != nil {
+		return nil, err
+	}
+	req := &pb.LeaseGrantRequest{ID: r.ID, TTL: ttl}
+	for req.ID == 0 {
+		req.ID = int64(s.reqIDs.Next() & math.MaxInt64)
+	}
+	res, err := s.propose(ctx, &pb.InternalRaftRequest{LeaseGrant: req})
+	if err != nil {
+		return nil, err
+	}
+	return res.resp.(*pb.LeaseGrantResponse), nil
+}
+
+// LeaseRevoke revokes a lease and deletes its keys through Raft.
+func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	res, err := s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: r})
+	if err != nil {
+		return nil, err
+	}
+	return res.resp.(*pb.LeaseRevokeResponse), nil
+}
+
+// LeaseRenew is one keep-alive. The leader renews on its own clock once a
+// ReadIndex round confirms it still leads and has applied everything
+// committed (etcd's ensureLeadership and waitAppliedIndex); a follower
+// forwards to the leader. Until one of them can answer it retries, within
+// the request timeout.
+func (s *Server) LeaseRenew(ctx context.Context, id int64) (int64, error) {
+	var ttl int64
+	err := s.leases.untilAnswered(ctx, func(ctx context.Context, leader uint64) (bool, error) {
+		var err error
+		switch {
+		case leader == s.id:
+			if err = s.node.LinearizableRead(ctx); err != nil {
+				return false, nil
+			}
+			ttl, err = s.leases.lessor.Renew(ctx, id)
+		case leader != 0 && s.leases.forwarder != nil:
+			ttl, err = s.leases.forwarder.ForwardRenew(ctx, leader, id)
+		default:
+			return false, nil
+		}
+		if errors.Is(err, lease.ErrNotPrimary) {
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
+		return -1, err
+	}
+	return ttl, nil
+}
+
+// LeaseTimeToLive reads a lease's remaining TTL from the leader's clock,
+// the same way LeaseRenew reaches it.
+func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	var resp *pb.LeaseTimeToLiveResponse
+	err := s.leases.untilAnswered(ctx, func(ctx context.Context, leader uint64) (bool, error) {
+		var err error
+		switch {
+		case leader == s.id:
+			if err = s.node.LinearizableRead(ctx); err != nil {
+				return false, nil
+			}
+			resp, err = s.leases.lessor.TimeToLive(r.ID, r.Keys)
+		case leader != 0 && s.leases.forwarder != nil:
+			resp, err = s.leases.forwarder.ForwardTimeToLive(ctx, leader, r)
+		default:
+			return false, nil
+		}
+		if errors.Is(err, lease.ErrNotPrimary) {
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Header == nil {
+		resp.Header = &pb.ResponseHeader{}
+	}
+	return resp, nil
+}
+
+// LeaseLeases lists the leases this member knows (local, as etcd).
+func (s *Server) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
+	ids := s.leases.lessor.Leases()
+	statuses := make([]*pb.LeaseStatus, len(ids))
+	for i, id := range ids {
+		statuses[i] = &pb.LeaseStatus{ID: id}
+	}
+	return &pb.LeaseLeasesResponse{Header: &pb.ResponseHeader{Revision: s.kv.Rev()}, Leases: statuses}, nil
+}
+
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// untilAnswered calls try with the current leader until it reports an
+// answer, pacing retries, within the request timeout.
+func (ml *memberLeases) untilAnswered(ctx context.Context, try func(ctx context.Context, leader uint64) (answered bool, err error)) error {
+	cctx, cancel := context.WithTimeout(ctx, ml.s.reqTimeout)
+	defer cancel()
+	for {
+		promoted := ml.lessor.Promoted()
+		leader := ml.currentLeader()
+		answered, err := try(cctx, leader)
+		if answered && (cctx.Err() == nil || !isContextError(err)) {
+			return err
+		}
+		var waitPromotion <-chan struct{}
+		if leader == ml.s.id {
+			waitPromotion = promoted // leading, but the lessor is not primary yet
+		}
+		retry := time.NewTimer(leaseRetryInterval)
+		select {
+		case <-waitPromotion:
+		case <-retry.C:
+		case <-ml.s.stopping:
+			retry.Stop()
+			return ErrStopped
+		case <-cctx.Done():
+			retry.Stop()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if ml.currentLeader() == 0 {
+				return ErrNoLeader
+			}
+			return ErrTimeout
+		}
+		retry.Stop()
+	}
+}

@@ -1,0 +1,266 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.etcd.io/raft/v3"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/raftnode"
+)
+
+// Config is what a member needs to start. cmd/metastore fills it from etcd's
+// flag names.
+type Config struct {
+	Name    string
+	DataDir string // the member keeps its WAL and snapshots under DataDir/member
+
+	InitialCluster      []membership.InitialMember
+	InitialClusterToken string
+	NewCluster          bool // --initial-cluster-state=new
+	PeerURLs            []string
+	ClientURLs          []string
+
+	SnapshotCount   uint64
+	MaxRequestBytes uint
+	MaxTxnOps       uint
+	TickInterval    time.Duration // --heartbeat-interval
+	ElectionTicks   int           // --election-timeout / --heartbeat-interval
+
+	// Backend is the storage engine, opened by the caller; the server owns
+	// it from here on and closes it on Stop.
+	Backend kvstore.Backend
+	Logger  *slog.Logger
+	// Metrics receives the server's collectors; nil disables them.
+	Metrics prometheus.Registerer
+}
+
+// Server is one MetaStore member: it turns client requests into Raft
+// proposals, applies committed entries to the MVCC store, and answers reads.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	id      uint64
+	cluster *membership.Cluster
+	kv      *kvstore.Store
+	node    *raftnode.Node
+	applier *applier
+
+	wait       *waitRegistry
+	reqIDs     *requestIDs
+	reqTimeout time.Duration
+
+	readyc    chan struct{} // closed once this member published itself
+	stopping  chan struct{} // closed when Stop begins
+	stopOnce  sync.Once
+	stoppedWG sync.WaitGroup
+}
+
+// New starts a member: it opens (or creates) its Raft log, recovers its
+// state, and begins to take part in the cluster. Client requests are
+// accepted once Ready is closed.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Backend == nil {
+		return nil, errors.New("server: no storage backend")
+	}
+	memberID, clusterID, peers, err := resolveCluster(cfg)
+	if err != nil {
+		return nil, err
+	}
+	memberDir := filepath.Join(cfg.DataDir, "member")
+	if err := os.MkdirAll(memberDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: create data dir %s: %w", memberDir, err)
+	}
+
+	s := &Server{
+		cfg:        cfg,
+		log:        cfg.Logger.With("member-id", fmt.Sprintf("%x", memberID)),
+		id:         memberID,
+		cluster:    membership.New(memberID, clusterID),
+		wait:       newWaitRegistry(),
+		reqIDs:     newRequestIDs(memberID, time.Now()),
+		reqTimeout: 5*time.Second + 2*time.Duration(cfg.ElectionTicks)*cfg.TickInterval,
+		readyc:     make(chan struct{}),
+		stopping:   make(chan struct{}),
+	}
+	kv, err := kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("server: open store: %w", err)
+	}
+	s.kv = kv
+	if err := s.cluster.Load(kv); err != nil {
+		return nil, fmt.Errorf("server: load member list: %w", err)
+	}
+	s.applier = newApplier(s)
+
+	node, err := raftnode.Start(raftnode.Config{
+		ID:                     memberID,
+		ClusterID:              clusterID,
+		Peers:                  peers,
+		Join:                   !cfg.NewCluster,
+		DataDir:                memberDir,
+		TickInterval:           cfg.TickInterval,
+		ElectionTicks:          cfg.ElectionTicks,
+		HeartbeatTicks:         1,
+		SnapshotCount:          cfg.SnapshotCount,
+		SnapshotCatchUpEntries: snapshotCatchUpEntries(cfg.SnapshotCount),
+		MaxSizePerMsg:          1 << 20,
+		MaxInflightMsgs:        512,
+		Logger:                 cfg.Logger,
+		Metrics:                cfg.Metrics,
+	}, s.applier)
+	if err != nil {
+		return nil, fmt.Errorf("server: start raft: %w", err)
+	}
+	s.node = node
+
+	s.stoppedWG.Add(1)
+	go s.publish()
+	return s, nil
+}
+
+// snapshotCatchUpEntries is how many entries stay in the log behind a
+// snapshot so that a slightly lagging follower catches up from the log
+// rather than by a whole snapshot (etcd keeps 5000).
+func snapshotCatchUpEntries(snapshotCount uint64) uint64 {
+	const etcdDefault = 5000
+	if snapshotCount/2 < etcdDefault {
+		return snapshotCount / 2
+	}
+	return etcdDefault
+}
+
+// resolveCluster derives this member's ID, the cluster ID and the bootstrap
+// peers from --initial-cluster, as etcd does.
+func resolveCluster(cfg Config) (memberID, clusterID uint64, peers []raft.Peer, err error) {
+	ids := make([]uint64, 0, len(cfg.InitialCluster))
+	for _, m := range cfg.InitialCluster {
+		id := membership.MemberID(m.PeerURLs, cfg.InitialClusterToken, nil)
+		ids = append(ids, id)
+		if m.Name == cfg.Name {
+			memberID = id
+			if !sameURLs(m.PeerURLs, cfg.PeerURLs) {
+				return 0, 0, nil, fmt.Errorf("--initial-cluster has %s=%v but --initial-advertise-peer-urls is %v: they must match", m.Name, m.PeerURLs, cfg.PeerURLs)
+			}
+		}
+		ctx, merr := (&membershippb.Member{
+			ID:             id,
+			RaftAttributes: &membershippb.RaftAttributes{PeerUrls: m.PeerURLs},
+		}).Marshal()
+		if merr != nil {
+			return 0, 0, nil, fmt.Errorf("encode member %s: %w", m.Name, merr)
+		}
+		peers = append(peers, raft.Peer{ID: id, Context: ctx})
+	}
+	if memberID == 0 {
+		return 0, 0, nil, fmt.Errorf("couldn't find local name %q in the initial cluster configuration", cfg.Name)
+	}
+	return memberID, membership.ClusterID(ids), peers, nil
+}
+
+func sameURLs(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// publish records this member's name and client URLs in the replicated
+// member list, retrying until it succeeds or the server stops; the member
+// is ready for clients once it has (as etcd's publishV3).
+func (s *Server) publish() {
+	defer s.stoppedWG.Done()
+	req := &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
+		Member_ID:        s.id,
+		MemberAttributes: &membershippb.Attributes{Name: s.cfg.Name, ClientUrls: s.cfg.ClientURLs},
+	}}
+	for {
+		select {
+		case <-s.stopping:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.reqTimeout)
+		_, err := s.propose(ctx, req)
+		cancel()
+		if err == nil {
+			s.log.Info("published local member to cluster through raft", "name", s.cfg.Name, "client-urls", s.cfg.ClientURLs)
+			close(s.readyc)
+			return
+		}
+		s.log.Warn("failed to publish local member to cluster through raft", "error", err)
+	}
+}
+
+// Ready is closed once the member serves clients.
+func (s *Server) Ready() <-chan struct{} { return s.readyc }
+
+// Stop shuts the member down gracefully: no new proposals are accepted,
+// the apply in progress finishes, the WAL is closed cleanly, and the
+// backend is closed. It is safe to call more than once.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		close(s.stopping)
+		s.node.Stop()
+		s.stoppedWG.Wait()
+		if err := s.cfg.Backend.Close(); err != nil {
+			s.log.Error("close backend", "error", err)
+		}
+		s.log.Info("stopped")
+	})
+}
+
+// Fatal reports an unrecoverable error (the member's state would diverge);
+// the caller exits after Stop.
+func (s *Server) fatal(msg string, err error) {
+	s.log.Error(msg, "error", err)
+	go s.Stop()
+}
+
+// ID is this member's ID.
+func (s *Server) ID() uint64 { return s.id }
+
+// ClusterID is the cluster's ID.
+func (s *Server) ClusterID() uint64 { return s.cluster.ID() }
+
+// Term is the current Raft term.
+func (s *Server) Term() uint64 { return s.node.Status().Term }
+
+// Rev is the store's current revision.
+func (s *Server) Rev() int64 { return s.kv.Rev() }
+
+// Members lists the cluster's members ordered by ID.
+func (s *Server) Members() []*membershippb.Member { return s.cluster.Members() }
+
+// Status is the member's view of itself for Maintenance.Status.
+type Status struct {
+	raftnode.Status
+	DBSize      int64
+	DBSizeInUse int64
+	IsLearner   bool
+}
+
+// Status reports Raft and storage figures.
+func (s *Server) Status() Status {
+	return Status{
+		Status:      s.node.Status(),
+		DBSize:      s.kv.Size(),
+		DBSizeInUse: s.kv.SizeInUse(),
+		IsLearner:   s.cluster.IsLearner(s.id),
+	}
+}

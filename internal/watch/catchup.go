@@ -1,0 +1,223 @@
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+const (
+	// catchUpWatchers is how many lagging watchers one catch-up round
+	// serves (etcd's maxWatchersPerSync).
+	catchUpWatchers = 512
+	// catchUpEvents is the limit of one History read: it bounds what a
+	// round queues to a stream beyond its budget.
+	catchUpEvents = 1024
+	// catchUpRetry is how long the catch-up path waits after History
+	// failed before it tries again.
+	catchUpRetry = 100 * time.Millisecond
+)
+
+// catchUpLoop serves lagging watchers whose streams have room.
+func (h *Hub) catchUpLoop() {
+	defer h.wg.Done()
+	var cu catchUp
+	for {
+		select {
+		case <-h.catchUpWake:
+		case <-h.done:
+			return
+		}
+		for {
+			more, err := cu.round(h)
+			if err != nil {
+				h.log.Warn("watch catch-up failed to read history, retrying", "error", err)
+				select {
+				case <-time.After(catchUpRetry):
+				case <-h.done:
+					return
+				}
+				continue
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// catchUp is the catch-up path's scratch space.
+type catchUp struct {
+	batch   []catchUpEntry
+	streams []*Stream
+	lagging []*watcher
+	groups  []*group
+}
+
+// catchUpEntry is a watcher of the round with a copy of its keys (the
+// watcher's group may go while History is read).
+type catchUpEntry struct {
+	w        *watcher
+	from     int64
+	key, end string
+	fromKey  bool
+}
+
+// round serves up to catchUpWatchers lagging watchers: it reads the
+// revisions they missed from History with one bounded read over the union
+// of their keys, queues each its events, and returns to the fan-out those
+// that reached it. It reports whether it did anything (so another round
+// may have work).
+func (cu *catchUp) round(h *Hub) (bool, error) {
+	compactRev := h.hist.CompactRev()
+	h.mu.Lock()
+	acted := cu.pickLocked(h, compactRev)
+	endRev := h.pubRev.Load() + 1
+	h.mu.Unlock()
+	if len(cu.batch) == 0 {
+		return acted, nil
+	}
+	defer func() { clear(cu.batch) }()
+
+	minRev := cu.batch[0].from
+	for _, e := range cu.batch[1:] {
+		minRev = min(minRev, e.from)
+	}
+	var (
+		evs  []mvccpb.Event
+		next = endRev
+	)
+	if minRev < endRev {
+		key, rangeEnd := cu.bounds()
+		var err error
+		evs, next, err = h.hist.Events(minRev, endRev, key, rangeEnd, catchUpEvents)
+		if errors.Is(err, h.compactd) {
+			if h.hist.CompactRev() <= minRev {
+				return false, fmt.Errorf("history reports revision %d compacted, but its compacted revision is %d: %w", minRev, h.hist.CompactRev(), err)
+			}
+			return true, nil // compacted meanwhile: the next round cancels whom it concerns
+		}
+		if err != nil {
+			return false, fmt.Errorf("read events %d..%d: %w", minRev, endRev, err)
+		}
+		if next <= minRev || next > endRev {
+			return false, fmt.Errorf("history returned next revision %d for a read of %d..%d", next, minRev, endRev)
+		}
+	}
+
+	// Match the events to the round's watchers through a private index
+	// of their keys.
+	tix := newIndex()
+	var matched []groupEvents
+	for _, e := range cu.batch {
+		g, created := tix.join(e.key, e.end, e.fromKey)
+		if created {
+			g.slot = len(matched)
+			matched = append(matched, groupEvents{g: g})
+		}
+		g.watchers = append(g.watchers, e.w)
+	}
+	for i := range evs {
+		ev := &evs[i]
+		cu.groups = tix.match(ev.Kv.Key, cu.groups[:0])
+		for _, g := range cu.groups {
+			matched[g.slot].evs = append(matched[g.slot].evs, ev)
+		}
+	}
+	clear(cu.groups)
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range matched {
+		m := &matched[i]
+		for _, w := range m.g.watchers {
+			if w.state != stateLagging {
+				continue // canceled while History was read
+			}
+			if evs, size := m.wanted(w); len(evs) > 0 {
+				w.stream.push(Response{WatchID: w.id, Revision: next - 1, Events: evs, Fragment: w.fragment}, size, w.prevKV, true)
+				w.quiet = false
+			}
+			w.minRev = max(w.minRev, next)
+			if w.minRev > h.fanRev {
+				// Every later revision is still in the backlog, so
+				// the fan-out will give it the rest.
+				h.syncLocked(w, w.minRev)
+			}
+		}
+	}
+	return true, nil
+}
+
+// pickLocked chooses the round's watchers: lagging watchers of streams
+// with room, starting from a rotating stream so that none starves. Those
+// already below the compacted revision are canceled on the way. It reports
+// whether it canceled any.
+func (cu *catchUp) pickLocked(h *Hub, compactRev int64) bool {
+	cu.batch = cu.batch[:0]
+	n := len(h.lagStreams)
+	if n == 0 {
+		return false
+	}
+	h.lagCursor = (h.lagCursor + 1) % n
+	cu.streams = append(cu.streams[:0], h.lagStreams[h.lagCursor:]...)
+	cu.streams = append(cu.streams, h.lagStreams[:h.lagCursor]...)
+	acted := false
+	for _, s := range cu.streams {
+		if len(cu.batch) == catchUpWatchers {
+			break
+		}
+		if !s.hasRoom() {
+			continue
+		}
+		k := min(len(s.lagging), catchUpWatchers-len(cu.batch))
+		cu.lagging = append(cu.lagging[:0], s.lagging[:k]...)
+		for _, w := range cu.lagging {
+			if w.minRev < compactRev {
+				h.compactLocked(w, compactRev)
+				acted = true
+				continue
+			}
+			g := w.group
+			cu.batch = append(cu.batch, catchUpEntry{w: w, from: w.minRev, key: g.key, end: g.end, fromKey: g.fromKey})
+		}
+	}
+	clear(cu.streams)
+	clear(cu.lagging)
+	return acted
+}
+
+// bounds returns the smallest key range, in History's conventions, that
+// covers every watcher of the round.
+func (cu *catchUp) bounds() (key, rangeEnd []byte) {
+	first := cu.batch[0]
+	lo, hi, open := first.key, first.end, first.fromKey
+	single := first.end == "" && !first.fromKey
+	if single {
+		hi = first.key + "\x00"
+	}
+	for _, e := range cu.batch[1:] {
+		isSingle := e.end == "" && !e.fromKey
+		if !(single && isSingle && e.key == first.key) {
+			single = false
+		}
+		lo = min(lo, e.key)
+		switch {
+		case e.fromKey:
+			open = true
+		case isSingle:
+			hi = max(hi, e.key+"\x00")
+		default:
+			hi = max(hi, e.end)
+		}
+	}
+	switch {
+	case single:
+		return []byte(first.key), nil
+	case open:
+		return []byte(lo), []byte{0}
+	}
+	return []byte(lo), []byte(hi)
+}

@@ -1,0 +1,609 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+func TestWatchFromNow(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	publish(h, hist, put("a", "0")) // rev 2, before the watch
+	c := newClient(t, h)
+	id := c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	if id != 0 || c.created.Revision != 2 {
+		t.Fatalf("created %s, want watch 0 at revision 2", fmtResp(c.created))
+	}
+	publish(h, hist, put("a", "1"))
+	publish(h, hist, put("b", "x"))
+	publish(h, hist, put("a", "2"))
+	publish(h, hist, del("a"))
+	c.expectEvents(id, "PUT a@3=1(c2,v2)", "PUT a@5=2(c2,v3)", "DELETE a@6")
+}
+
+func TestWatchHeaderRevisionOfEachCommit(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	id := c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	for i := range 5 {
+		rev := publish(h, hist, put("a", fmt.Sprint(i)))
+		r := c.next()
+		if r.WatchID != id || r.Revision != rev || len(r.Events) != 1 || r.Events[0].Kv.ModRevision != rev {
+			t.Fatalf("got %s, want the event of revision %d with header revision %d", fmtResp(r), rev, rev)
+		}
+	}
+}
+
+func TestWatchKeyRanges(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	watches := []struct {
+		name string
+		req  *pb.WatchCreateRequest
+		want []string // keys, in publish order
+	}{
+		{"key", &pb.WatchCreateRequest{Key: []byte("ab")}, []string{"ab"}},
+		{"prefix", &pb.WatchCreateRequest{Key: []byte("ab"), RangeEnd: []byte("ac")}, []string{"ab", "abc"}},
+		{"range", &pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("b")}, []string{"a", "ab", "abc"}},
+		{"from key", &pb.WatchCreateRequest{Key: []byte("b"), RangeEnd: []byte{0}}, []string{"b", "c"}},
+		{"everything", &pb.WatchCreateRequest{RangeEnd: []byte{0}}, []string{"\x00", "a", "ab", "abc", "b", "c"}},
+		{"empty key", &pb.WatchCreateRequest{}, []string{"\x00"}},
+		{"same prefix again", &pb.WatchCreateRequest{Key: []byte("ab"), RangeEnd: []byte("ac")}, []string{"ab", "abc"}},
+	}
+	ids := make([]int64, len(watches))
+	for i, w := range watches {
+		ids[i] = c.watch(w.req)
+	}
+	keys := []string{"\x00", "a", "ab", "abc", "b", "c"}
+	for _, k := range keys {
+		publish(h, hist, put(k, "v"))
+	}
+	got := make(map[int64][]string)
+	for _, r := range c.sync() {
+		for _, ev := range r.Events {
+			got[r.WatchID] = append(got[r.WatchID], string(ev.Kv.Key))
+		}
+	}
+	for i, w := range watches {
+		if g := strings.Join(got[ids[i]], ","); g != strings.Join(w.want, ",") {
+			t.Errorf("%s: got keys %q, want %q", w.name, got[ids[i]], w.want)
+		}
+	}
+}
+
+func TestWatchStartRevision(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	publish(h, hist, put("a", "1")) // 2
+	publish(h, hist, put("b", "1")) // 3
+	publish(h, hist, put("a", "2")) // 4
+	publish(h, hist, put("c", "1")) // 5
+	publish(h, hist, put("a", "3")) // 6
+	hist.compactAt(3)
+	c := newClient(t, h)
+
+	fromCompacted := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 3})
+	c.expectEvents(fromCompacted, "PUT a@4=2(c2,v2)", "PUT a@6=3(c2,v3)")
+	fromPast := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("d"), StartRevision: 5})
+	c.expectEvents(fromPast, "PUT c@5=1(c5,v1)", "PUT a@6=3(c2,v3)")
+	publish(h, hist, put("a", "4")) // 7: both watchers are live again
+	got := c.sync()
+	if len(got) != 2 || got[0].Events[0].Kv.ModRevision != 7 || got[1].Events[0].Kv.ModRevision != 7 {
+		t.Fatalf("after catching up got %v, want one event at revision 7 per watch", got)
+	}
+}
+
+func TestWatchFutureStartRevision(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	id := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 4})
+	publish(h, hist, put("a", "1")) // 2
+	c.s.RequestProgress()           // dropped: the watch has not started
+	publish(h, hist, put("a", "2")) // 3
+	publish(h, hist, put("a", "3")) // 4
+	publish(h, hist, put("a", "4")) // 5
+	c.expectEvents(id, "PUT a@4=3(c2,v3)", "PUT a@5=4(c2,v4)")
+	if got := c.sync(); len(got) != 0 {
+		t.Fatalf("got %v before the progress notification, want nothing", got)
+	}
+}
+
+func TestWatchFilters(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	noPut := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}})
+	noDel := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NODELETE}})
+	c.watch(&pb.WatchCreateRequest{Key: []byte("a"), Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT, pb.WatchCreateRequest_NODELETE}})
+	publish(h, hist, put("a", "1"))
+	publish(h, hist, del("a"))
+	publish(h, hist, put("a", "2"))
+	got := make(map[int64][]string)
+	for _, r := range c.sync() {
+		for _, ev := range r.Events {
+			got[r.WatchID] = append(got[r.WatchID], fmtEvent(ev))
+		}
+	}
+	want := map[int64][]string{
+		noPut: {"DELETE a@3"},
+		noDel: {"PUT a@2=1(c2,v1)", "PUT a@4=2(c4,v1)"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestWatchPrevKV(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	live := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), PrevKv: true})
+	plain := c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	publish(h, hist, put("a", "1"))
+	publish(h, hist, put("a", "2"))
+	publish(h, hist, del("a"))
+	publish(h, hist, put("a", "3"))
+	want := []string{"PUT a@2=1(c2,v1)", "PUT a@3=2(c2,v2)<prev a@2=1>", "DELETE a@4<prev a@3=2>", "PUT a@5=3(c5,v1)"}
+	got := make(map[int64][]string)
+	for _, r := range c.sync() {
+		for _, ev := range r.Events {
+			got[r.WatchID] = append(got[r.WatchID], fmtEvent(ev))
+		}
+	}
+	if g := strings.Join(got[live], " "); g != strings.Join(want, " ") {
+		t.Fatalf("prev_kv watch got %s, want %s", g, strings.Join(want, " "))
+	}
+	for _, e := range got[plain] {
+		if strings.Contains(e, "prev") {
+			t.Fatalf("watch without prev_kv got %s", e)
+		}
+	}
+	replay := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), PrevKv: true, StartRevision: 1})
+	c.expectEvents(replay, want...)
+}
+
+func TestWatchIDs(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	for i, tc := range []struct {
+		req    *pb.WatchCreateRequest
+		wantID int64
+		reason string
+	}{
+		{&pb.WatchCreateRequest{Key: []byte("a")}, 0, ""},
+		{&pb.WatchCreateRequest{Key: []byte("a")}, 1, ""},
+		{&pb.WatchCreateRequest{Key: []byte("a"), WatchId: 3}, 3, ""},
+		{&pb.WatchCreateRequest{Key: []byte("a")}, 2, ""},
+		{&pb.WatchCreateRequest{Key: []byte("a")}, 4, ""}, // 3 is taken
+		{&pb.WatchCreateRequest{Key: []byte("a"), WatchId: 3}, -1, "mvcc: duplicate watch ID provided on the WatchStream"},
+		{&pb.WatchCreateRequest{Key: []byte("a"), WatchId: -1}, -1, ""}, // etcd accepts it
+		{&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: -1}, -1, "etcdserver: mvcc: required revision has been compacted"},
+		{&pb.WatchCreateRequest{Key: []byte("b"), RangeEnd: []byte("a")}, -1, "mvcc: watcher range is empty"},
+		{&pb.WatchCreateRequest{Key: []byte("b"), RangeEnd: []byte("b")}, -1, "mvcc: watcher range is empty"},
+	} {
+		id, err := c.s.Watch(tc.req)
+		r := c.next()
+		if id != tc.wantID || r.WatchID != tc.wantID || !r.Created || r.Revision != 1 {
+			t.Fatalf("case %d: got id %d and %s, want id %d created at revision 1", i, id, fmtResp(r), tc.wantID)
+		}
+		if tc.reason == "" {
+			if err != nil || r.Canceled {
+				t.Fatalf("case %d: got error %v, response %s; want success", i, err, fmtResp(r))
+			}
+			continue
+		}
+		if err == nil || err.Error() != tc.reason || !r.Canceled || r.CancelReason != tc.reason {
+			t.Fatalf("case %d: got error %v, response %s; want refusal %q", i, err, fmtResp(r), tc.reason)
+		}
+	}
+}
+
+func TestWatchCancel(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	a := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), WatchId: 10})
+	b := c.watch(&pb.WatchCreateRequest{Key: []byte("b")})
+	publish(h, hist, put("a", "1")) // 2
+	if got := c.sync(); len(got) != 1 || got[0].WatchID != a {
+		t.Fatalf("got %v, want the event of watch %d", got, a)
+	}
+	if !c.s.Cancel(a) {
+		t.Fatal("cancel of an existing watch failed")
+	}
+	if c.s.Cancel(a) || c.s.Cancel(99) {
+		t.Fatal("cancel of a missing watch succeeded")
+	}
+	publish(h, hist, put("a", "2"))
+	publish(h, hist, put("b", "1"))
+	got := c.sync()
+	if len(got) != 2 {
+		t.Fatalf("got %d responses, want 2: %v", len(got), got)
+	}
+	// The canceled response, then nothing more for the watch.
+	if r := got[0]; r.WatchID != a || !r.Canceled || r.Created || r.Revision != 2 || r.CancelReason != "" {
+		t.Fatalf("got %s, want watch %d canceled at revision 2", fmtResp(r), a)
+	}
+	if got[1].WatchID != b {
+		t.Fatalf("got %s, want the event of watch %d", fmtResp(got[1]), b)
+	}
+	// The ID is free again.
+	if id, err := c.s.Watch(&pb.WatchCreateRequest{Key: []byte("a"), WatchId: a}); err != nil || id != a {
+		t.Fatalf("re-watch with id %d: got %d, %v", a, id, err)
+	}
+}
+
+func TestStreamClose(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	c.watch(&pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("b")})
+	c.watch(&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 1})
+	c.s.Close()
+	if _, err := c.s.Next(context.Background(), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: got %v, want ErrClosed", err)
+	}
+	if _, err := c.s.Watch(&pb.WatchCreateRequest{Key: []byte("a")}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Watch after Close: got %v, want ErrClosed", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.index.keys) != 0 || h.index.ranges != nil || len(h.lagStreams) != 0 || len(h.streams) != 0 {
+		t.Fatalf("hub still holds the closed stream's watches: keys %d, ranges %v, lagging streams %d, streams %d",
+			len(h.index.keys), h.index.ranges != nil, len(h.lagStreams), len(h.streams))
+	}
+	if n := metricValue(t, h.metrics.watchers); n != 0 {
+		t.Fatalf("watcher gauge is %v after close, want 0", n)
+	}
+}
+
+func TestHubClose(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.s.Next(context.Background(), nil)
+		done <- err
+	}()
+	h.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Next on a closed hub: got %v, want ErrClosed", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Next did not return after the hub closed")
+	}
+	s := h.NewStream()
+	if _, err := s.Watch(&pb.WatchCreateRequest{Key: []byte("a")}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Watch on a closed hub: got %v, want ErrClosed", err)
+	}
+	h.Publish(5, nil) // must not panic or block
+}
+
+func TestWatchCompacted(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	for i := range 4 {
+		publish(h, hist, put("a", fmt.Sprint(i))) // 2..5
+	}
+	hist.compactAt(4)
+	c := newClient(t, h)
+	id, _ := c.s.Watch(&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 3, WatchId: 7})
+	if r := c.next(); !r.Created || r.WatchID != id || r.Revision != 5 {
+		t.Fatalf("got %s, want watch %d created at revision 5", fmtResp(r), id)
+	}
+	if r := c.next(); r.WatchID != id || !r.Canceled || r.CompactRevision != 4 || r.Revision != 0 || len(r.Events) != 0 {
+		t.Fatalf("got %s, want watch %d canceled with compact revision 4 and header revision 0", fmtResp(r), id)
+	}
+	// Like etcd, the compacted watch keeps its ID until canceled, and
+	// keeps the stream from being reported in sync.
+	if _, err := c.s.Watch(&pb.WatchCreateRequest{Key: []byte("a"), WatchId: 7}); !errors.Is(err, ErrDuplicateID) {
+		t.Fatalf("reusing the compacted watch's ID: got %v, want ErrDuplicateID", err)
+	}
+	c.next() // the refusal
+	c.s.RequestProgress()
+	if !c.s.Cancel(id) {
+		t.Fatal("cancel of the compacted watch failed")
+	}
+	if r := c.next(); r.WatchID != id || !r.Canceled || r.CompactRevision != 0 || r.Revision != 5 {
+		t.Fatalf("got %s, want watch %d canceled at revision 5 (the progress request was dropped)", fmtResp(r), id)
+	}
+}
+
+func TestWatchTxnInOneResponse(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	live := c.watch(&pb.WatchCreateRequest{Key: []byte("k"), RangeEnd: []byte("l")})
+	publish(h, hist, put("k1", "a"), put("k2", "b"), put("x", "c"), del("k1"))
+	r := c.next()
+	if r.WatchID != live || len(r.Events) != 3 {
+		t.Fatalf("got %s, want the transaction's 3 events on k* in one response", fmtResp(r))
+	}
+	replay := c.watch(&pb.WatchCreateRequest{Key: []byte("k"), RangeEnd: []byte("l"), StartRevision: 1})
+	if r := c.next(); r.WatchID != replay || len(r.Events) != 3 {
+		t.Fatalf("got %s, want the transaction's 3 events on k* in one response", fmtResp(r))
+	}
+}
+
+func TestWatchFragmentFlag(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	frag := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), Fragment: true})
+	publish(h, hist, put("a", "1"))
+	if r := c.next(); r.WatchID != frag || !r.Fragment {
+		t.Fatalf("got %s (fragment %v), want an event response marked for fragmentation", fmtResp(r), r.Fragment)
+	}
+}
+
+func TestProgressRequest(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	c.s.RequestProgress() // no watches: nothing, as etcd
+	c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	publish(h, hist, put("b", "1"))
+	rev := publish(h, hist, put("b", "2"))
+	c.s.RequestProgress()
+	r := c.next()
+	if r.WatchID != InvalidWatchID || r.Revision != rev || r.Created || r.Canceled || len(r.Events) != 0 {
+		t.Fatalf("got %s, want a progress notification at revision %d", fmtResp(r), rev)
+	}
+	// A lagging watch keeps the stream from being reported in sync.
+	c.watch(&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 1})
+	h.mu.Lock()
+	h.lagLocked(c.s.watchers[0], h.fanRev+1) // stage: watch 0 lags
+	h.mu.Unlock()
+	c.s.RequestProgress()
+	if got := c.queued(); len(got) != 0 {
+		t.Fatalf("got %v, want the request dropped", got)
+	}
+}
+
+// TestProgressRequestWaitsForFanOut stages a request that comes after a
+// publication the fan-out has not handled: the answer must follow that
+// publication's events and carry its revision.
+func TestProgressRequestWaitsForFanOut(t *testing.T) {
+	hist := newMemHistory()
+	h := stagedHub(t, hist, Options{})
+	c := newClient(t, h)
+	id, _ := c.s.Watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	c.next()
+	rev := publish(h, hist, put("a", "1"))
+	c.s.RequestProgress()
+	c.s.RequestProgress()
+	if got := c.queued(); len(got) != 0 {
+		t.Fatalf("got %v before the fan-out ran, want nothing", got)
+	}
+	h.start()
+	if r := c.next(); r.WatchID != id || len(r.Events) != 1 {
+		t.Fatalf("got %s, want the event first", fmtResp(r))
+	}
+	for range 2 {
+		if r := c.next(); r.WatchID != InvalidWatchID || r.Revision != rev {
+			t.Fatalf("got %s, want a progress notification at revision %d", fmtResp(r), rev)
+		}
+	}
+}
+
+func TestPeriodicProgress(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{}) // 10 minutes: the test ticks by hand
+	c := newClient(t, h)
+	a := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), ProgressNotify: true})
+	c.watch(&pb.WatchCreateRequest{Key: []byte("b")})
+	future := c.watch(&pb.WatchCreateRequest{Key: []byte("c"), ProgressNotify: true, StartRevision: 100})
+	// Another stream, all synced, tells when the fan-out is done.
+	fanned := newClient(t, h)
+	fanned.watch(&pb.WatchCreateRequest{Key: []byte("z")})
+	rev := publish(h, hist, put("b", "1"))
+	fanned.sync()
+	c.queued()
+	h.progressTick(c.s)
+	got := c.queued()
+	if len(got) != 1 || got[0].WatchID != a || got[0].Revision != rev || len(got[0].Events) != 0 {
+		t.Fatalf("first tick: got %v, want one progress notification for watch %d at %d (none for %d, not started)", got, a, rev, future)
+	}
+	publish(h, hist, put("a", "1"))
+	fanned.sync()
+	if got := c.queued(); len(got) != 1 || got[0].WatchID != a {
+		t.Fatalf("got %v, want the event of watch %d", got, a)
+	}
+	h.progressTick(c.s)
+	if got := c.queued(); len(got) != 0 {
+		t.Fatalf("tick after an event: got %v, want nothing", got)
+	}
+	h.progressTick(c.s)
+	if got := c.queued(); len(got) != 1 || got[0].WatchID != a {
+		t.Fatalf("quiet tick: got %v, want a progress notification for watch %d", got, a)
+	}
+}
+
+func TestPeriodicProgressTimer(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{ProgressNotifyInterval: time.Millisecond}) // raised to 100ms
+	if h.progress != minProgressInterval {
+		t.Fatalf("interval %v, want %v", h.progress, minProgressInterval)
+	}
+	c := newClient(t, h)
+	id := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), ProgressNotify: true})
+	for range 2 {
+		if r := c.next(); r.WatchID != id || r.Revision != 1 || len(r.Events) != 0 {
+			t.Fatalf("got %s, want a progress notification for watch %d", fmtResp(r), id)
+		}
+	}
+}
+
+func TestSlowConsumerCatchesUp(t *testing.T) {
+	hist := newMemHistory()
+	const budget = 4096
+	h := testHub(t, hist, Options{StreamBufferBytes: budget})
+	c := newClient(t, h)
+	slow := c.watch(&pb.WatchCreateRequest{Key: []byte("k"), RangeEnd: []byte("l")})
+	other := newClient(t, h)
+	fast := other.watch(&pb.WatchCreateRequest{Key: []byte("k"), RangeEnd: []byte("l")})
+	var want []string
+	value := strings.Repeat("v", 100)
+	for i := range 300 {
+		key := fmt.Sprintf("k%03d", i%50)
+		rev := publish(h, hist, put(key, value))
+		want = append(want, fmt.Sprintf("%s@%d", key, rev))
+		// The other stream keeps up: it is never held back.
+		r := other.next()
+		if r.WatchID != fast || len(r.Events) != 1 || r.Events[0].Kv.ModRevision != rev {
+			t.Fatalf("fast stream got %s, want the event of revision %d", fmtResp(r), rev)
+		}
+	}
+	if slowWatchers := metricValue(t, h.metrics.slow); slowWatchers != 1 {
+		t.Fatalf("slow watcher gauge %v, want 1", slowWatchers)
+	}
+	c.s.mu.Lock()
+	queued := c.s.bytes
+	c.s.mu.Unlock()
+	if queued > budget+responseSize(nil)+eventOverhead+100+4 {
+		t.Fatalf("slow stream queued %d bytes, budget %d", queued, budget)
+	}
+	var got []string
+	for len(got) < len(want) {
+		r := c.next()
+		if r.WatchID != slow {
+			t.Fatalf("got %s", fmtResp(r))
+		}
+		for _, ev := range r.Events {
+			got = append(got, fmt.Sprintf("%s@%d", ev.Kv.Key, ev.Kv.ModRevision))
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("slow watcher got\n%v\nwant\n%v", got, want)
+	}
+	rev := publish(h, hist, put("k000", "live"))
+	if r := c.next(); r.WatchID != slow || r.Events[0].Kv.ModRevision != rev {
+		t.Fatalf("got %s, want the live event at %d", fmtResp(r), rev)
+	}
+	if slowWatchers := metricValue(t, h.metrics.slow); slowWatchers != 0 {
+		t.Fatalf("slow watcher gauge %v after catching up, want 0", slowWatchers)
+	}
+}
+
+func TestSlowConsumerCompacted(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{StreamBufferBytes: 1024})
+	c := newClient(t, h)
+	id := c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	fanned := newClient(t, h)
+	fanned.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	var last int64
+	for i := range 100 {
+		// One fan-out pass per revision, so that the queue fills up.
+		last = publish(h, hist, put("a", fmt.Sprint(i)))
+		fanned.sync()
+	}
+	hist.compactAt(last)
+	next := int64(2)
+	for {
+		r := c.next()
+		if r.Canceled {
+			if r.WatchID != id || r.CompactRevision != last || r.Revision != 0 {
+				t.Fatalf("got %s, want watch %d canceled with compact revision %d", fmtResp(r), id, last)
+			}
+			if next >= last {
+				t.Fatalf("canceled after receiving up to %d, though revision %d was still available", next-1, last)
+			}
+			return
+		}
+		for _, ev := range r.Events {
+			if ev.Kv.ModRevision != next {
+				t.Fatalf("got event at %d, want %d", ev.Kv.ModRevision, next)
+			}
+			next++
+		}
+		if next > last {
+			t.Fatal("received every event, but the watcher must have fallen below the compaction")
+		}
+	}
+}
+
+func TestPublishGapResyncs(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	c := newClient(t, h)
+	id := c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	publish(h, hist, put("a", "1")) // 2
+	// A restored snapshot: the store moved on without publishing.
+	hist.commit(put("a", "2"))             // 3
+	hist.commit(put("b", "1"))             // 4
+	hist.commit(del("a"))                  // 5
+	rev, evs := hist.commit(put("a", "3")) // 6
+	h.Publish(rev, evs)                    // skips 3..5
+	c.expectEvents(id, "PUT a@2=1(c2,v1)", "PUT a@3=2(c2,v2)", "DELETE a@5", "PUT a@6=3(c6,v1)")
+	publish(h, hist, put("a", "4"))
+	c.expectEvents(id, "PUT a@7=4(c6,v2)")
+}
+
+func TestBacklogOverflow(t *testing.T) {
+	hist := newMemHistory()
+	h := stagedHub(t, hist, Options{BacklogEvents: 4})
+	c := newClient(t, h)
+	id, _ := c.s.Watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	c.next()
+	var want []string
+	for i := range 10 {
+		rev := publish(h, hist, put("a", fmt.Sprint(i)))
+		want = append(want, fmt.Sprintf("PUT a@%d=%d(c2,v%d)", rev, i, i+1))
+	}
+	h.pubMu.Lock()
+	if len(h.backlog) != 1 || !h.backlog[0].resync {
+		t.Fatalf("backlog %+v, want one resync gap", h.backlog)
+	}
+	h.pubMu.Unlock()
+	h.start()
+	c.expectEvents(id, want...)
+}
+
+func TestCatchUpRetriesHistoryErrors(t *testing.T) {
+	hist := newMemHistory()
+	h := testHub(t, hist, Options{})
+	publish(h, hist, put("a", "1"))
+	hist.mu.Lock()
+	hist.failReads = 1
+	hist.mu.Unlock()
+	c := newClient(t, h)
+	id := c.watch(&pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 1})
+	c.expectEvents(id, "PUT a@2=1(c2,v1)")
+}
+
+func TestNewHubErrors(t *testing.T) {
+	hist := newMemHistory()
+	if _, err := NewHub(nil, Options{ErrCompacted: errTestCompacted}); err == nil {
+		t.Fatal("NewHub without history succeeded")
+	}
+	if _, err := NewHub(hist, Options{}); err == nil {
+		t.Fatal("NewHub without ErrCompacted succeeded")
+	}
+	reg := prometheus.NewRegistry()
+	h := testHub(t, hist, Options{Metrics: reg})
+	c := newClient(t, h)
+	c.watch(&pb.WatchCreateRequest{Key: []byte("a")})
+	if n := metricValue(t, h.metrics.watchers); n != 1 {
+		t.Fatalf("watcher gauge %v, want 1", n)
+	}
+	if _, err := NewHub(hist, Options{ErrCompacted: errTestCompacted, Metrics: reg}); err == nil {
+		t.Fatal("registering the metrics twice succeeded")
+	}
+}

@@ -1,0 +1,58 @@
+package etcdcompat
+
+import (
+	"context"
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/server"
+)
+
+// grpcErrors maps MetaStore's errors to the gRPC statuses etcd returns for
+// the same condition (etcd's v3rpc toGRPCErrorMap).
+var grpcErrors = map[error]error{
+	kvstore.ErrCompacted:         rpctypes.ErrGRPCCompacted,
+	kvstore.ErrFutureRev:         rpctypes.ErrGRPCFutureRev,
+	kvstore.ErrLeaseNotFound:     rpctypes.ErrGRPCLeaseNotFound,
+	kvstore.ErrKeyNotFound:       rpctypes.ErrGRPCKeyNotFound,
+	kvstore.ErrDuplicateKey:      rpctypes.ErrGRPCDuplicateKey,
+	kvstore.ErrTooManyOps:        rpctypes.ErrGRPCTooManyOps,
+	kvstore.ErrEmptyKey:          rpctypes.ErrGRPCEmptyKey,
+	kvstore.ErrValueProvided:     rpctypes.ErrGRPCValueProvided,
+	kvstore.ErrLeaseProvided:     rpctypes.ErrGRPCLeaseProvided,
+	kvstore.ErrInvalidSortOption: rpctypes.ErrGRPCInvalidSortOption,
+	server.ErrStopped:            rpctypes.ErrGRPCStopped,
+	server.ErrTimeout:            rpctypes.ErrGRPCTimeout,
+	server.ErrNoLeader:           rpctypes.ErrGRPCNoLeader,
+	server.ErrRequestTooLarge:    rpctypes.ErrGRPCRequestTooLarge,
+	server.ErrTooManyRequests:    rpctypes.ErrTooManyRequests,
+	server.ErrLeaderChanged:      rpctypes.ErrGRPCLeaderChanged,
+}
+
+// toGRPCError converts an error from the store or the server into the
+// status etcd would return. Context errors are left to gRPC, which turns
+// them into Canceled / DeadlineExceeded as etcd's server does.
+func toGRPCError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if _, ok := status.FromError(err); ok {
+		return err // already a status (request validation)
+	}
+	if mapped, ok := grpcErrors[err]; ok {
+		return mapped
+	}
+	for known, mapped := range grpcErrors {
+		if errors.Is(err, known) {
+			return mapped
+		}
+	}
+	return status.Error(codes.Unknown, err.Error())
+}

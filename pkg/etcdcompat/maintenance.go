@@ -1,0 +1,75 @@
+package etcdcompat
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// maintenanceService is etcd's Maintenance service.
+type maintenanceService struct {
+	pb.UnimplementedMaintenanceServer
+	srv Member
+	hdr headerFiller
+}
+
+func (m *maintenanceService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	st := m.srv.Status()
+	resp := &pb.StatusResponse{
+		Header:           m.hdr.header(),
+		Version:          EtcdServerVersion,
+		Leader:           st.Leader,
+		RaftIndex:        st.CommitIndex,
+		RaftAppliedIndex: st.AppliedIndex,
+		RaftTerm:         st.Term,
+		DbSize:           st.DBSize,
+		DbSizeInUse:      st.DBSizeInUse,
+		IsLearner:        st.IsLearner,
+		DbSizeQuota:      defaultQuotaBytes,
+		StorageVersion:   StorageVersion,
+		DowngradeInfo:    &pb.DowngradeInfo{},
+	}
+	if st.Leader == 0 {
+		resp.Errors = append(resp.Errors, "etcdserver: no leader")
+	}
+	return resp, nil
+}
+
+// AlarmList / Alarm(GET): MetaStore raises no alarms (it has no backend
+// quota to exhaust and corruption stops the member instead), so the list is
+// always empty, as on a healthy etcd member.
+func (m *maintenanceService) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	return &pb.AlarmResponse{Header: m.hdr.header()}, nil
+}
+
+func (m *maintenanceService) Hash(ctx context.Context, _ *pb.HashRequest) (*pb.HashResponse, error) {
+	rev := m.srv.Rev()
+	h, err := m.srv.Hash()
+	if err != nil {
+		return nil, toGRPCError(err)
+	}
+	resp := &pb.HashResponse{Header: &pb.ResponseHeader{Revision: rev}, Hash: h}
+	m.hdr.fill(resp.Header)
+	return resp, nil
+}
+
+func (m *maintenanceService) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	h, err := m.srv.HashKV(r.Revision)
+	if err != nil {
+		return nil, toGRPCError(err)
+	}
+	resp := &pb.HashKVResponse{
+		Header:          &pb.ResponseHeader{Revision: h.Revision},
+		Hash:            h.Hash,
+		CompactRevision: h.CompactRevision,
+		HashRevision:    h.HashRevision,
+	}
+	m.hdr.fill(resp.Header)
+	return resp, nil
+}
+
+// Defragment has nothing to reclaim in the in-memory engine; it answers
+// as etcd does (an empty response without a header).
+func (m *maintenanceService) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	return &pb.DefragmentResponse{}, nil
+}

@@ -1,0 +1,37 @@
+package etcdcompat
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/membershippb"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/server"
+)
+
+// Member is what the services need from the local member; *server.Server
+// implements it. Keeping it an interface keeps this package a thin
+// translation layer that can be tested without Raft.
+type Member interface {
+	Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error)
+	Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error)
+	DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error)
+	Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error)
+	Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error)
+	// LinearizableRead waits until this member has applied everything
+	// committed when it was called.
+	LinearizableRead(ctx context.Context) error
+
+	HashKV(rev int64) (kvstore.HashKVResult, error)
+	Hash() (uint32, error)
+	Status() server.Status
+	Members() []*membershippb.Member
+
+	ID() uint64
+	ClusterID() uint64
+	Term() uint64
+	Rev() int64
+}
+
+var _ Member = (*server.Server)(nil)

@@ -1,0 +1,230 @@
+package etcdcompat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	gw "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/soheilhy/cmux"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	etcdgw "go.etcd.io/etcd/api/v3/etcdserverpb/gw"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// grpcOverheadBytes is the headroom etcd adds to --max-request-bytes for the
+// gRPC receive limit, so that a request just under the limit is rejected by
+// our check with etcd's message rather than by gRPC's framing.
+const grpcOverheadBytes = 512 * 1024
+
+// Config configures the client-facing server.
+type Config struct {
+	Member          Member
+	MaxRequestBytes uint
+	MaxTxnOps       uint
+	Logger          *slog.Logger
+	// Metrics is served on /metrics; nil serves an empty registry.
+	Metrics prometheus.Gatherer
+}
+
+// ClientServer serves etcd's client protocol (gRPC, JSON gateway, HTTP
+// endpoints) on one or more listeners.
+type ClientServer struct {
+	cfg    Config
+	log    *slog.Logger
+	grpc   *grpc.Server
+	health *health.Server
+
+	mu      sync.Mutex
+	closers []func()
+}
+
+// NewClientServer builds the gRPC server with etcd's services registered.
+func NewClientServer(cfg Config) *ClientServer {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(int(cfg.MaxRequestBytes)+grpcOverheadBytes),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxConcurrentStreams(math.MaxUint32),
+		// etcd's defaults: let clients ping every 5 s; probe idle clients
+		// after 2 h and drop them after 20 s without an answer.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+	)
+	hdr := headerFiller{srv: cfg.Member}
+	pb.RegisterKVServer(gs, &kvService{srv: cfg.Member, hdr: hdr, maxTxnOps: int(cfg.MaxTxnOps)})
+	pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: cfg.Member, hdr: hdr})
+	pb.RegisterClusterServer(gs, &clusterService{srv: cfg.Member})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs}
+}
+
+// Serve accepts clients on l until Stop: gRPC over HTTP/2, and the JSON
+// gateway plus /health, /version and /metrics over HTTP/1.1, told apart by
+// the connection's first bytes as etcd does.
+func (s *ClientServer) Serve(l net.Listener) error {
+	m := cmux.New(l)
+	grpcL := m.Match(cmux.HTTP2())
+	httpL := m.Match(cmux.HTTP1())
+
+	gwmux, closeGW, err := s.gateway(l.Addr().String())
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: s.httpMux(gwmux), ReadHeaderTimeout: 30 * time.Second}
+	s.mu.Lock()
+	s.closers = append(s.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = httpSrv.Shutdown(ctx)
+		closeGW()
+		m.Close()
+	})
+	s.mu.Unlock()
+
+	errc := make(chan error, 3)
+	go func() { errc <- s.grpc.Serve(grpcL) }()
+	go func() { errc <- httpSrv.Serve(httpL) }()
+	go func() { errc <- m.Serve() }()
+	err = <-errc
+	if errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop drains in-flight RPCs (bounded by ctx), then closes every listener.
+func (s *ClientServer) Stop(ctx context.Context) {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	}
+	s.mu.Lock()
+	closers := s.closers
+	s.closers = nil
+	s.mu.Unlock()
+	for _, c := range closers {
+		c()
+	}
+}
+
+// gateway builds etcd's JSON gateway (/v3/...), a grpc-gateway proxy that
+// dials this very listener, with etcd's marshaling options.
+func (s *ClientServer) gateway(addr string) (*gw.ServeMux, func(), error) {
+	conn, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway: dial %s: %w", addr, err)
+	}
+	gwmux := gw.NewServeMux(gw.WithMarshalerOption(gw.MIMEWildcard, &gw.HTTPBodyMarshaler{
+		Marshaler: &gw.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+		},
+	}))
+	ctx := context.Background()
+	for _, register := range []func(context.Context, *gw.ServeMux, *grpc.ClientConn) error{
+		etcdgw.RegisterKVHandler,
+		etcdgw.RegisterClusterHandler,
+		etcdgw.RegisterMaintenanceHandler,
+	} {
+		if err := register(ctx, gwmux, conn); err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("gateway: register: %w", err)
+		}
+	}
+	return gwmux, func() { conn.Close() }, nil
+}
+
+func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/v3/", gwmux)
+	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"etcdserver": EtcdServerVersion, "etcdcluster": EtcdClusterVersion})
+	})
+	mux.HandleFunc("/health", s.serveHealth)
+	mux.HandleFunc("/livez", s.serveProbe(true))
+	mux.HandleFunc("/readyz", s.serveProbe(false))
+	gatherer := s.cfg.Metrics
+	if gatherer == nil {
+		gatherer = prometheus.NewRegistry()
+	}
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// healthReport is etcd's /health body.
+type healthReport struct {
+	Health string `json:"health"`
+	Reason string `json:"reason"`
+}
+
+// check runs etcd's health checks: a leader exists (unless serializable)
+// and a one-key read succeeds within the request timeout.
+func (s *ClientServer) check(ctx context.Context, serializable bool) healthReport {
+	if !serializable && s.cfg.Member.Status().Leader == 0 {
+		return healthReport{Health: "false", Reason: "RAFT NO LEADER"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Member.Range(ctx, &pb.RangeRequest{Key: []byte("health"), KeysOnly: true, Limit: 1, Serializable: serializable}); err != nil {
+		return healthReport{Health: "false", Reason: fmt.Sprintf("RANGE ERROR:%s", err)}
+	}
+	return healthReport{Health: "true"}
+}
+
+func (s *ClientServer) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	h := s.check(r.Context(), r.URL.Query().Get("serializable") == "true")
+	body, _ := json.Marshal(h)
+	if h.Health != "true" {
+		http.Error(w, string(body), http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// serveProbe answers /livez (serializable read) and /readyz (linearizable
+// read) with etcd's "ok" / "not ok" bodies.
+func (s *ClientServer) serveProbe(serializable bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h := s.check(r.Context(), serializable)
+		if h.Health != "true" {
+			http.Error(w, "not ok", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
+}

@@ -1,0 +1,34 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/metastore-io/metastore/test/framework"
+)
+
+// TestMain checks up front that the binaries the suite needs exist, so a
+// missing build fails once with the command to run instead of once per test.
+func TestMain(m *testing.M) {
+	if err := checkBinaries(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+func checkBinaries() error {
+	target, err := framework.TargetFromEnv()
+	if err != nil {
+		return err
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if err := framework.RequireBinary(target.BinaryPath(root), target.BuildHint()); err != nil {
+		return err
+	}
+	return framework.RequireBinary(framework.EtcdctlPath(root), "make tools")
+}

@@ -1,0 +1,257 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const (
+	// DefaultReadyTimeout bounds cluster start-up and each restart.
+	DefaultReadyTimeout = 30 * time.Second
+	// startAttempts is how often NewCluster retries when a reserved port was
+	// taken by another process before the server could bind it.
+	startAttempts = 3
+	// logTailLines is how much of each member's log a failed test prints.
+	logTailLines = 150
+	// clusterToken is passed as --initial-cluster-token to every member.
+	clusterToken = "metastore-e2e"
+)
+
+// ClusterConfig describes the cluster NewCluster starts.
+type ClusterConfig struct {
+	// Size is the number of members; 0 means 1.
+	Size int
+	// SnapshotCount is passed as --snapshot-count when non-zero.
+	SnapshotCount int
+	// ExtraFlags are appended to every member's command line.
+	ExtraFlags []string
+	// ReadyTimeout bounds start-up; 0 means DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+}
+
+// Cluster is a set of members of the target under test, bootstrapped
+// together on loopback ports with data in the test's temporary directory.
+type Cluster struct {
+	target   Target
+	repoRoot string
+	members  []*Member
+}
+
+// NewCluster starts a cluster for the target named by E2E_TARGET and waits
+// until every member is ready. Everything it starts is killed when t ends,
+// and a failed test prints the tail of every member's log.
+func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	target, err := TargetFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repoRoot, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary := target.BinaryPath(repoRoot)
+	if err := RequireBinary(binary, target.BuildHint()); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Size <= 0 {
+		cfg.Size = 1
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
+	c := &Cluster{target: target, repoRoot: repoRoot}
+	baseDir := t.TempDir()
+	// Registered after TempDir, so it runs before the directory is removed
+	// and the logs can still be read.
+	t.Cleanup(func() { c.cleanup(t) })
+
+	for attempt := 1; ; attempt++ {
+		err := c.bootstrap(binary, baseDir, cfg)
+		if err == nil {
+			return c
+		}
+		c.killAll(t)
+		if !c.lostPortRace() || attempt == startAttempts {
+			t.Fatalf("start %d-member %s cluster: %v", cfg.Size, target, err)
+		}
+		t.Logf("start attempt %d lost a port to another process, retrying on new ports: %v", attempt, err)
+		for _, m := range c.members {
+			if err := os.RemoveAll(m.dataDir); err != nil {
+				t.Fatalf("reset data dir for retry: %v", err)
+			}
+		}
+	}
+}
+
+// bootstrap (re)builds the members on freshly reserved ports, starts them
+// all, then waits for each to be ready.
+func (c *Cluster) bootstrap(binary, baseDir string, cfg ClusterConfig) error {
+	ports, err := reserveLoopbackPorts(2 * cfg.Size)
+	if err != nil {
+		return err
+	}
+	names := make([]string, cfg.Size)
+	peers := make([]string, cfg.Size)
+	for i := range cfg.Size {
+		names[i] = "m" + strconv.Itoa(i)
+		peers[i] = fmt.Sprintf("%s=http://127.0.0.1:%d", names[i], ports[2*i+1])
+	}
+	initialCluster := strings.Join(peers, ",")
+	extra := append(append([]string(nil), cfg.ExtraFlags...), strings.Fields(os.Getenv(ExtraFlagsEnvVar))...)
+
+	c.members = make([]*Member, cfg.Size)
+	for i, name := range names {
+		m := &Member{
+			name:      name,
+			binary:    binary,
+			dataDir:   filepath.Join(baseDir, name+".data"),
+			clientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			logPath:   filepath.Join(baseDir, name+".log"),
+		}
+		m.args = []string{
+			"--name=" + m.name,
+			"--data-dir=" + m.dataDir,
+			"--listen-client-urls=" + m.clientURL,
+			"--advertise-client-urls=" + m.clientURL,
+			"--listen-peer-urls=" + m.peerURL,
+			"--initial-advertise-peer-urls=" + m.peerURL,
+			"--initial-cluster=" + initialCluster,
+			"--initial-cluster-state=new",
+			"--initial-cluster-token=" + clusterToken,
+		}
+		if cfg.SnapshotCount > 0 {
+			m.args = append(m.args, "--snapshot-count="+strconv.Itoa(cfg.SnapshotCount))
+		}
+		m.args = append(m.args, extra...)
+		c.members[i] = m
+	}
+	// Members of a multi-member cluster can only elect a leader once a
+	// quorum runs, so all are started before any is waited for.
+	for _, m := range c.members {
+		if err := m.Start(); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ReadyTimeout)
+	defer cancel()
+	return c.WaitReady(ctx)
+}
+
+// lostPortRace reports whether a member died because its port was taken.
+func (c *Cluster) lostPortRace() bool {
+	for _, m := range c.members {
+		if m.Running() {
+			continue
+		}
+		log, err := os.ReadFile(m.logPath)
+		if err == nil && bytes.Contains(log, []byte("address already in use")) {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitReady waits until every running member is ready.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	var errs []error
+	for _, m := range c.members {
+		if err := m.WaitReady(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Target is the server binary the cluster runs.
+func (c *Cluster) Target() Target { return c.target }
+
+// RepoRoot is the repository the binaries were found in.
+func (c *Cluster) RepoRoot() string { return c.repoRoot }
+
+// Members returns the members in name order (m0, m1, ...).
+func (c *Cluster) Members() []*Member { return append([]*Member(nil), c.members...) }
+
+// Member returns member i.
+func (c *Cluster) Member(i int) *Member { return c.members[i] }
+
+// ClientURLs lists every member's client URL.
+func (c *Cluster) ClientURLs() []string {
+	urls := make([]string, len(c.members))
+	for i, m := range c.members {
+		urls[i] = m.clientURL
+	}
+	return urls
+}
+
+// Endpoints lists every member's host:port.
+func (c *Cluster) Endpoints() []string {
+	eps := make([]string, len(c.members))
+	for i, m := range c.members {
+		eps[i] = m.Endpoint()
+	}
+	return eps
+}
+
+// NewClient returns a client balanced over all members, closed when t ends.
+func (c *Cluster) NewClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := newClient(c.ClientURLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Etcdctl returns a runner for the stock etcdctl aimed at every member.
+func (c *Cluster) Etcdctl() *Etcdctl {
+	return NewEtcdctl(EtcdctlPath(c.repoRoot), c.Endpoints())
+}
+
+// killAll kills every running member.
+func (c *Cluster) killAll(t testing.TB) {
+	for _, m := range c.members {
+		if !m.Running() {
+			continue
+		}
+		if _, err := m.Kill(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+}
+
+func (c *Cluster) cleanup(t testing.TB) {
+	c.killAll(t)
+	if !t.Failed() {
+		return
+	}
+	for _, m := range c.members {
+		t.Logf("---- last %d lines of %s log (%s) ----\n%s", logTailLines, m.name, m.logPath, tailLines(m.logPath, logTailLines))
+	}
+}
+
+// tailLines returns the last n lines of the file at path, or a note saying
+// why it could not be read.
+func tailLines(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(log unavailable: %v)", err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "")
+}

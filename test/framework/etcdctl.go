@@ -1,0 +1,67 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// etcdctlWaitDelay bounds how long Run waits for etcdctl's output pipes
+// after the context kills it.
+const etcdctlWaitDelay = 2 * time.Second
+
+// Etcdctl runs the stock etcdctl (API v3) against fixed endpoints.
+type Etcdctl struct {
+	binary    string
+	endpoints []string
+}
+
+// CmdResult is what one etcdctl invocation produced.
+type CmdResult struct {
+	Stdout   string
+	Stderr   string
+	ExitCode int
+}
+
+// NewEtcdctl returns a runner for the etcdctl at binary.
+func NewEtcdctl(binary string, endpoints []string) *Etcdctl {
+	return &Etcdctl{binary: binary, endpoints: append([]string(nil), endpoints...)}
+}
+
+// Run runs `etcdctl --endpoints=... args...` with empty stdin.
+func (e *Etcdctl) Run(ctx context.Context, args ...string) (CmdResult, error) {
+	return e.RunWithStdin(ctx, "", args...)
+}
+
+// RunWithStdin runs etcdctl feeding stdin to it. A non-zero exit code is
+// reported in the result, not as an error; the error is for failures to
+// run etcdctl at all, including ctx ending first.
+func (e *Etcdctl) RunWithStdin(ctx context.Context, stdin string, args ...string) (CmdResult, error) {
+	full := append([]string{"--endpoints=" + strings.Join(e.endpoints, ",")}, args...)
+	cmd := exec.CommandContext(ctx, e.binary, full...)
+	cmd.Env = append(serverEnv(), "ETCDCTL_API=3")
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = etcdctlWaitDelay
+	err := cmd.Run()
+	res := CmdResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return res, fmt.Errorf("etcdctl %s: %w (stderr: %s)", strings.Join(args, " "), ctxErr, res.Stderr)
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+		return res, nil
+	default:
+		return res, fmt.Errorf("etcdctl %s: %w", strings.Join(args, " "), err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/rocksdb"
 )
 
 // options are the serve flags. Names and defaults are etcd's, so an etcd
@@ -32,6 +33,18 @@ type options struct {
 	logLevel                 string
 	logFormat                string
 	storageEngine            string
+	rocksdb                  rocksdbFlags
+}
+
+// rocksdbFlags tune the RocksDB engine (--storage-engine=rocksdb); their
+// defaults are rocksdb.DefaultOptions.
+type rocksdbFlags struct {
+	blockCacheBytes   int64
+	bloomBitsPerKey   float64
+	compression       string
+	writeBufferBytes  int64
+	maxWriteBuffers   int
+	maxBackgroundJobs int
 }
 
 func (o *options) register(fs *pflag.FlagSet) {
@@ -52,6 +65,31 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "Configures log level. Only supports debug, info, warn, error, panic, or fatal.")
 	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
 	fs.StringVar(&o.storageEngine, "storage-engine", "memory", "Storage engine: memory or rocksdb.")
+
+	def := rocksdb.DefaultOptions()
+	fs.Int64Var(&o.rocksdb.blockCacheBytes, "rocksdb-block-cache-bytes", def.BlockCacheSize, "RocksDB engine: LRU block cache size in bytes (bounds read memory).")
+	fs.Float64Var(&o.rocksdb.bloomBitsPerKey, "rocksdb-bloom-bits-per-key", def.BloomBitsPerKey, "RocksDB engine: Bloom filter bits per key (0 disables filters).")
+	fs.StringVar(&o.rocksdb.compression, "rocksdb-compression", string(def.Compression), "RocksDB engine: block compression: none, snappy, lz4 or zstd.")
+	fs.Int64Var(&o.rocksdb.writeBufferBytes, "rocksdb-write-buffer-bytes", def.WriteBufferSize, "RocksDB engine: memtable size in bytes.")
+	fs.IntVar(&o.rocksdb.maxWriteBuffers, "rocksdb-max-write-buffers", def.MaxWriteBuffers, "RocksDB engine: memtables kept before writes stall.")
+	fs.IntVar(&o.rocksdb.maxBackgroundJobs, "rocksdb-max-background-jobs", def.MaxBackgroundJobs, "RocksDB engine: concurrent flush and compaction jobs.")
+}
+
+// rocksdbOptions turns the flags into engine options.
+func (o *options) rocksdbOptions(logger *slog.Logger) (rocksdb.Options, error) {
+	opts := rocksdb.DefaultOptions()
+	c, err := rocksdb.ParseCompression(o.rocksdb.compression)
+	if err != nil {
+		return opts, fmt.Errorf("--rocksdb-compression: %w", err)
+	}
+	opts.Logger = logger
+	opts.BlockCacheSize = o.rocksdb.blockCacheBytes
+	opts.BloomBitsPerKey = o.rocksdb.bloomBitsPerKey
+	opts.Compression = c
+	opts.WriteBufferSize = o.rocksdb.writeBufferBytes
+	opts.MaxWriteBuffers = o.rocksdb.maxWriteBuffers
+	opts.MaxBackgroundJobs = o.rocksdb.maxBackgroundJobs
+	return opts, nil
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -139,7 +177,11 @@ func (o *options) validate() error {
 		return fmt.Errorf("unknown --log-format %q: want json or text", o.logFormat)
 	}
 	switch o.storageEngine {
-	case "memory", "rocksdb":
+	case "memory":
+	case "rocksdb":
+		if _, err := o.rocksdbOptions(nil); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("unknown --storage-engine %q: want memory or rocksdb", o.storageEngine)
 	}

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -17,6 +17,7 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
+	"github.com/metastore-io/metastore/internal/rocksdb"
 	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
@@ -30,9 +31,9 @@ func run(ctx context.Context, o *options) error {
 	ctx, stop := signal.NotifyContext(ctxOrBackground(ctx), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	backend, err := openBackend(o.storageEngine)
+	backend, err := openBackend(o, logger)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	initial, _ := membership.ParseInitialCluster(o.initialCluster) // validated
 
@@ -125,14 +126,28 @@ func ctxOrBackground(ctx context.Context) context.Context {
 	return ctx
 }
 
-func openBackend(engine string) (kvstore.Backend, error) {
-	switch engine {
+// openBackend opens the storage engine. The RocksDB engine keeps its files
+// in <data-dir>/member/rocksdb, beside the WAL and snapshots.
+func openBackend(o *options, logger *slog.Logger) (kvstore.Backend, error) {
+	switch o.storageEngine {
 	case "memory":
 		return memory.New(), nil
 	case "rocksdb":
-		return nil, errors.New("--storage-engine=rocksdb: the RocksDB engine is not built yet; use --storage-engine=memory")
+		opts, err := o.rocksdbOptions(logger)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		dir := filepath.Join(o.dataDir, "member", "rocksdb")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+		b, err := rocksdb.Open(dir, opts)
+		if err != nil {
+			return nil, fmt.Errorf("open RocksDB engine in %s: %w", dir, err)
+		}
+		return b, nil
 	}
-	return nil, fmt.Errorf("unknown --storage-engine %q", engine)
+	return nil, usageError{fmt.Errorf("unknown --storage-engine %q", o.storageEngine)}
 }
 
 func newLogger(o *options) *slog.Logger {

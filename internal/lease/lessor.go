@@ -52,7 +52,7 @@ type Proposer interface {
 
 // Config configures a Lessor. Zero values take etcd's defaults.
 type Config struct {
-	Logger *slog.Logger
+	Logger *slog.Logger // nil discards logs
 	// Metrics receives the lease metrics; nil disables them.
 	Metrics prometheus.Registerer
 	// Clock is the wall clock; nil is the system clock.
@@ -146,7 +146,7 @@ type Lessor struct {
 // store is open before applying entries.
 func New(cfg Config) (*Lessor, error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}

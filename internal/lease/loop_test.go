@@ -92,6 +92,9 @@ func TestRevokeRateLimit(t *testing.T) {
 	start := clock.Now()
 	clock.waitTimer(t, start.Add(5*time.Second))
 	for window := 1; window <= 4; window++ {
+		// The workers propose everything handed out so far before time
+		// moves on, so the rate limit, not the queue's room, is what binds.
+		p.waitFor(t, "handed revokes", func(p *fakeProposer) bool { return int64(len(p.revokes)) >= l.queued.Load() })
 		clock.Advance(map[bool]time.Duration{true: 5 * time.Second, false: rateWindow}[window == 1])
 		// After its tick the loop sleeps until the next window opens, or
 		// once all are handed out, until the first retry is due.

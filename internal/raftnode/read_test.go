@@ -23,6 +23,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// campaign makes a member that never ticks stand for election, once raft
+// has applied the bootstrap configuration (before that it refuses).
+func campaign(t *testing.T, n *Node) {
+	t.Helper()
+	waitFor(t, "raft to apply the bootstrap configuration", func() bool { return n.raft.Status().Applied >= 1 })
+	if err := n.raft.Campaign(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLinearizableReadWaitsForApply(t *testing.T) {
 	sm := newFakeSM()
 	entered := make(chan uint64, 1)
@@ -101,9 +111,7 @@ func TestLinearizableReadBatchesConcurrentCalls(t *testing.T) {
 		defer n.readMu.Unlock()
 		return n.nextRead.waiters == later
 	})
-	if err := n.raft.Campaign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	campaign(t, n)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -127,9 +135,7 @@ func TestLinearizableReadWithoutLeaderHonoursContext(t *testing.T) {
 		t.Fatalf("read without a leader: %v, want ErrNoLeader and DeadlineExceeded", err)
 	}
 	// The abandoned round does not block reads once a leader exists.
-	if err := n.raft.Campaign(testContext(t)); err != nil {
-		t.Fatal(err)
-	}
+	campaign(t, n)
 	if err := n.LinearizableRead(testContext(t)); err != nil {
 		t.Fatal(err)
 	}

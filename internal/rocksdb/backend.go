@@ -101,14 +101,16 @@ func (b *Backend) openActive() (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Remove what ACTIVE does not name. Without ACTIVE (n == 0, which no
+	// directory is named after) that is every database directory, such as
+	// a db-000001 from a first Open killed before it wrote ACTIVE: nothing
+	// was committed to it, and it must not be reused.
+	if err := removeStrays(b.dir, n); err != nil {
+		return nil, err
+	}
 	fresh := n == 0
 	if fresh {
 		n = 1
-	}
-	// Before opening: a fresh directory may hold a db-000001 from an Open
-	// that crashed before writing ACTIVE, which must not be reused.
-	if err := removeStrays(b.dir, keepNothingIf(fresh, n)); err != nil {
-		return nil, err
 	}
 	gen, err := b.openGeneration(n, fresh)
 	if err != nil {
@@ -121,15 +123,6 @@ func (b *Backend) openActive() (*generation, error) {
 		}
 	}
 	return gen, nil
-}
-
-// keepNothingIf returns the generation removeStrays must keep: none (0,
-// which no directory is named after) when starting fresh.
-func keepNothingIf(fresh bool, n uint64) uint64 {
-	if fresh {
-		return 0
-	}
-	return n
 }
 
 // openGeneration opens db-n. create allows an empty directory to be

@@ -289,3 +289,28 @@ func TestOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEmptyKeyThroughCompaction pushes the empty key and range tombstones
+// starting at it through flush and compaction: with Debian's assertion-
+// enabled librocksdb a nil key slice in the wrong place aborts the process.
+func TestEmptyKeyThroughCompaction(t *testing.T) {
+	b := newTestBackend(t)
+	content := bigContent(2000)
+	putAll(t, b, content...)
+	putAll(t, b, kv{"", "empty"}, kv{"\x00", "zero"})
+	bt := b.NewBatch()
+	bt.DeleteRange(nil, []byte("r00000500"))
+	bt.DeleteRange([]byte{}, []byte("r00000010"))
+	if err := bt.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	mustEqualKVs(t, "after range delete from the empty key", contents(t, b), content[500:])
+	putAll(t, b, kv{"", "again"})
+	if err := b.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	mustEqualKVs(t, "after re-adding the empty key", contents(t, b), append([]kv{{"", "again"}}, content[500:]...))
+}

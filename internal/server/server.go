@@ -218,6 +218,10 @@ func (s *Server) Stop() {
 		close(s.stopping)
 		s.node.Stop()
 		s.stoppedWG.Wait()
+		// The store holds a read view of the backend; release it first.
+		if err := s.kv.Close(); err != nil {
+			s.log.Error("close store", "error", err)
+		}
 		if err := s.cfg.Backend.Close(); err != nil {
 			s.log.Error("close backend", "error", err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
@@ -97,6 +98,13 @@ func (e *etcd) do(req any) (any, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("etcd did not answer %T: %w", req, err)
+		}
+		if status.Code(err) == codes.Unavailable {
+			select {
+			case <-e.exited:
+				return nil, fmt.Errorf("etcd died on %T: %w\n%s", req, err, e.logTail())
+			case <-time.After(time.Second):
+			}
 		}
 		return nil, err
 	}

@@ -119,6 +119,7 @@ func runRandom(t *testing.T, e *etcd, b kvstore.Backend, seed uint64, ops int) {
 	defer s.Close()
 	g := &generator{rng: rand.New(rand.NewPCG(seed, 0x5eed)), leases: diffLeases, rev: s.Rev(), compactRev: s.CompactRev()}
 	compactions := map[int64]bool{} // etcd caches the hashes taken at these
+	answered, failed := map[string]int{}, map[string]int{}
 	for i := range ops {
 		req := g.request()
 		if h, isHash := req.(hashKV); isHash {
@@ -131,6 +132,12 @@ func runRandom(t *testing.T, e *etcd, b kvstore.Backend, seed uint64, ops int) {
 		}
 		ours, ourErr := kvstoretest.Exec(s, ourReq)
 		theirs, theirErr := e.do(req)
+		kind := fmt.Sprintf("%T", req)[len("*etcdserverpb."):]
+		if ourErr != nil {
+			failed[kind]++
+		} else {
+			answered[kind]++
+		}
 		if ourErr != nil || theirErr != nil {
 			if !sameError(ourErr, theirErr) {
 				t.Fatalf("request %d %T{%v}:\n ours: %v\netcd: %v", i, req, req, ourErr, theirErr)
@@ -146,7 +153,8 @@ func runRandom(t *testing.T, e *etcd, b kvstore.Backend, seed uint64, ops int) {
 			compareState(t, e, s, compactions, i)
 		}
 	}
-	t.Logf("final revision %d, compacted at %d, %d compactions", s.Rev(), s.CompactRev(), len(compactions))
+	t.Logf("final revision %d, compacted at %d; answered %v, failed (identically) %v",
+		s.Rev(), s.CompactRev(), answered, failed)
 }
 
 // compareHashKV compares HashKV at rev, unless rev is a revision etcd

@@ -24,7 +24,8 @@
 //     the event history (kvstore's Events against an etcd watch).
 //
 // Differences with an explanation are avoided rather than compared: the
-// txns that make etcd panic are not generated, and HashKV is not asked at
+// txns that make etcd crash are not generated (see avoidEtcdCrashes; the
+// stream found the second of those two etcd bugs), and HashKV is not asked at
 // a compaction revision (etcd answers those from a cache of hashes taken
 // during compaction). Without the binary the test is skipped; the path
 // used is logged. Environment: METASTORE_REF_ETCD (binary path),

@@ -1,6 +1,8 @@
 package kvstoretest
 
 import (
+	"fmt"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
@@ -12,6 +14,7 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		rangeBasics(),
 		rangeSortFilter(),
+		rangeSortManyTies(),
 		putOptions(),
 		deleteRanges(),
 		txnCompares(),
@@ -21,6 +24,7 @@ func Scenarios() []Scenario {
 		compaction(),
 		compactionEmptyStore(),
 		compactionTombstone(),
+		compactionOfRecreatedKey(),
 	}
 }
 
@@ -118,6 +122,48 @@ func rangeSortFilter() Scenario {
 		fail(sorted(7, pb.RangeRequest_KEY), kvstore.ErrInvalidSortOption),
 		fail(sorted(asc, 9), kvstore.ErrInvalidSortOption),
 	}}
+}
+
+// rangeSortManyTies sorts 20 keys with many equal values and versions.
+// Beyond 12 elements sort.Sort is no longer a stable insertion sort: the
+// orders below are etcd's, ties and all.
+func rangeSortManyTies() Scenario {
+	values := []string{"x", "y", "z"}
+	item := func(i int) *mvccpb.KeyValue {
+		if i%4 == 0 { // put twice
+			return kv(fmt.Sprintf("k%02d", i), values[i%3], int64(i+2), int64(22+i/4), 2)
+		}
+		return kv(fmt.Sprintf("k%02d", i), values[i%3], int64(i+2), int64(i+2), 1)
+	}
+	items := func(order ...int) []*mvccpb.KeyValue {
+		var out []*mvccpb.KeyValue
+		for _, i := range order {
+			out = append(out, item(i))
+		}
+		return out
+	}
+	sorted := func(order pb.RangeRequest_SortOrder, target pb.RangeRequest_SortTarget, limit int64) *pb.RangeRequest {
+		return &pb.RangeRequest{Key: []byte("k"), RangeEnd: []byte("l"), SortOrder: order, SortTarget: target, Limit: limit}
+	}
+	var steps []Step
+	for i := range 20 {
+		steps = append(steps, ok(put(fmt.Sprintf("k%02d", i), values[i%3]), putResp(int64(i+2), nil)))
+	}
+	for i := 0; i < 20; i += 4 {
+		steps = append(steps, ok(put(fmt.Sprintf("k%02d", i), values[i%3]), putResp(int64(22+i/4), nil)))
+	}
+	return Scenario{Name: "RangeSortManyTies", Steps: append(steps,
+		ok(sorted(pb.RangeRequest_ASCEND, pb.RangeRequest_VALUE, 0),
+			found(26, items(9, 18, 15, 3, 12, 0, 6, 10, 7, 4, 13, 16, 1, 19, 8, 5, 11, 14, 2, 17)...)),
+		ok(sorted(pb.RangeRequest_DESCEND, pb.RangeRequest_VALUE, 0),
+			found(26, items(8, 17, 2, 14, 11, 5, 10, 16, 19, 1, 7, 4, 13, 12, 3, 15, 0, 9, 18, 6)...)),
+		ok(sorted(pb.RangeRequest_NONE, pb.RangeRequest_VERSION, 0),
+			found(26, items(10, 1, 2, 3, 19, 5, 6, 7, 9, 18, 17, 11, 15, 13, 14, 0, 16, 12, 8, 4)...)),
+		ok(sorted(pb.RangeRequest_DESCEND, pb.RangeRequest_VERSION, 0),
+			found(26, items(8, 16, 12, 0, 4, 10, 2, 7, 5, 9, 3, 11, 6, 13, 14, 15, 1, 17, 18, 19)...)),
+		ok(sorted(pb.RangeRequest_ASCEND, pb.RangeRequest_VALUE, 5),
+			rangeResp(26, 20, true, items(9, 18, 15, 3, 12)...)),
+	)}
 }
 
 func putOptions() Scenario {

@@ -185,6 +185,22 @@ func txnIgnoreAfterDelete() Scenario {
 	}
 }
 
+func compactionOfRecreatedKey() Scenario {
+	return Scenario{
+		Name: "CompactionOfKeyRecreatedInTxn",
+		Deviation: "etcd's compaction at the revision of a txn that deleted and re-created a key " +
+			"removes the new record but keeps it in its index, then dies reading it",
+		Steps: []Step{
+			ok(put("b", "1"), putResp(2, nil)),
+			ok(txn(nil, ops(opDel(delSpan("a", "\x00")), opPut(put("b", "2"))), nil),
+				txnResp(3, true, res(resDel(delResp(3, 1)), resPut(putResp(3, nil))))),
+			ok(compact(3), compactResp(3)),
+			ok(get("b"), found(3, kv("b", "2", 3, 3, 1))),
+			ok(at(all(), 3), found(3, kv("b", "2", 3, 3, 1))),
+		},
+	}
+}
+
 func compaction() Scenario {
 	return Scenario{Name: "Compaction", Steps: []Step{
 		ok(put("a", "1"), putResp(2, nil)),

@@ -153,8 +153,9 @@ func TestFollowerTimeDoesNotCount(t *testing.T) {
 	l.Demote()
 	clock.Advance(time.Hour)
 	l.Promote(time.Second)
-	// Lease 2 restarts at 10 s + 1 s; the loop sleeps until then (lease 1,
-	// expired and unrevoked, restarts too: it never got its revoke applied).
+	// Every clock restarts: lease 1 (expired, but its revoke never applied)
+	// at 5 s + 1 s, lease 2 at 10 s + 1 s. The loop sleeps until lease 1's
+	// new expiry, having revoked nothing meanwhile.
 	clock.waitTimer(t, clock.Now().Add(6*time.Second))
 	if got := p.revoked(); !slices.Equal(got, []int64{1}) {
 		t.Fatalf("revoked %v after a demoted hour, want only [1]", got)

@@ -98,7 +98,9 @@ func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
 
 func (a *applier) applyNormal(e *raftpb.Entry) {
 	if len(e.Data) == 0 {
-		return // a new leader's empty entry
+		// A new leader's empty entry.
+		a.s.leases.leaderEntryApplied(e.Term)
+		return
 	}
 	var req pb.InternalRaftRequest
 	if err := req.Unmarshal(e.Data); err != nil {
@@ -122,6 +124,12 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest) applyResult {
 		res.resp, res.err = kv.DeleteRange(req.DeleteRange)
 	case req.Txn != nil:
 		res.resp, res.err = kv.Txn(req.Txn)
+	case req.LeaseGrant != nil:
+		res.resp, res.err = a.s.leases.applyGrant(kv, req.LeaseGrant)
+	case req.LeaseRevoke != nil:
+		res.resp, res.err = a.s.leases.applyRevoke(kv, req.LeaseRevoke)
+	case req.LeaseCheckpoint != nil:
+		res.resp, res.err = a.s.leases.applyCheckpoint(kv, req.LeaseCheckpoint)
 	case req.Compaction != nil:
 		res.resp, res.err = kv.Compact(req.Compaction.Revision)
 	case req.ClusterMemberAttrSet != nil:
@@ -170,7 +178,7 @@ func (a *applier) Snapshot() (raftnode.Image, error) {
 
 // Restore replaces the store and the member list with a snapshot image.
 func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
-	if err := a.s.kv.Restore(r); err != nil {
+	if err := a.s.leases.lessor.Restore(func() error { return a.s.kv.Restore(r) }, a.s.kv); err != nil {
 		return fmt.Errorf("restore store from snapshot at index %d: %w", meta.Index, err)
 	}
 	if err := a.s.cluster.Load(a.s.kv); err != nil {

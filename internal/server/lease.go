@@ -1,8 +1,3 @@
-//go:build leasewiring
-
-// The build constraint above keeps this file out of the build until the
-// lead adds the wiring lines (see the lease helper's report); delete it then.
-
 package server
 
 import (

@@ -1,5 +1,3 @@
-//go:build leasewiring
-
 package server
 
 import (

@@ -57,6 +57,7 @@ type Server struct {
 	kv      *kvstore.Store
 	node    *raftnode.Node
 	applier *applier
+	leases  *memberLeases
 
 	wait       *waitRegistry
 	reqIDs     *requestIDs
@@ -98,11 +99,19 @@ func New(cfg Config) (*Server, error) {
 		readyc:     make(chan struct{}),
 		stopping:   make(chan struct{}),
 	}
-	kv, err := kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger})
+	leases, err := newMemberLeases(s, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.leases = leases
+	kv, err := kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Leases: leases.lessor})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store: %w", err)
 	}
 	s.kv = kv
+	if err := leases.lessor.Recover(kv); err != nil {
+		return nil, fmt.Errorf("server: load leases: %w", err)
+	}
 	if err := s.cluster.Load(kv); err != nil {
 		return nil, fmt.Errorf("server: load member list: %w", err)
 	}
@@ -123,11 +132,16 @@ func New(cfg Config) (*Server, error) {
 		MaxInflightMsgs:        512,
 		Logger:                 cfg.Logger,
 		Metrics:                cfg.Metrics,
+		OnLeaderChange:         leases.leaderChanged,
 	}, s.applier)
 	if err != nil {
 		return nil, fmt.Errorf("server: start raft: %w", err)
 	}
 	s.node = node
+	if err := leases.lessor.Start(); err != nil {
+		node.Stop()
+		return nil, fmt.Errorf("server: start lessor: %w", err)
+	}
 
 	s.stoppedWG.Add(1)
 	go s.publish()
@@ -216,6 +230,7 @@ func (s *Server) Ready() <-chan struct{} { return s.readyc }
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		close(s.stopping)
+		s.leases.lessor.Stop()
 		s.node.Stop()
 		s.stoppedWG.Wait()
 		// The store holds a read view of the backend; release it first.

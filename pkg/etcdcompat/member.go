@@ -32,6 +32,8 @@ type Member interface {
 	ClusterID() uint64
 	Term() uint64
 	Rev() int64
+
+	LeaseMember
 }
 
 var _ Member = (*server.Server)(nil)

@@ -71,6 +71,7 @@ func NewClientServer(cfg Config) *ClientServer {
 	pb.RegisterKVServer(gs, &kvService{srv: cfg.Member, hdr: hdr, maxTxnOps: int(cfg.MaxTxnOps)})
 	pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: cfg.Member, hdr: hdr})
 	pb.RegisterClusterServer(gs, &clusterService{srv: cfg.Member})
+	pb.RegisterLeaseServer(gs, newLeaseService(cfg.Member, hdr, cfg.Logger))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs}
@@ -153,6 +154,7 @@ func (s *ClientServer) gateway(addr string) (*gw.ServeMux, func(), error) {
 		etcdgw.RegisterKVHandler,
 		etcdgw.RegisterClusterHandler,
 		etcdgw.RegisterMaintenanceHandler,
+		etcdgw.RegisterLeaseHandler,
 	} {
 		if err := register(ctx, gwmux, conn); err != nil {
 			conn.Close()

@@ -14,14 +14,15 @@ import (
 // (unknown fields, odd wire types) goes through the generated Unmarshal,
 // so both always agree (FuzzDecodeKeyValue checks this).
 
-// Protobuf tags of mvccpb.KeyValue (field number << 3 | wire type).
+// Protobuf tags of mvccpb.KeyValue: field number << 3 | wire type, the
+// wire type being 2 (length-delimited) for bytes and 0 (varint) for ints.
 const (
 	tagKey            = 1<<3 | 2
-	tagCreateRevision = 2<<3 | 0
-	tagModRevision    = 3<<3 | 0
-	tagVersion        = 4<<3 | 0
+	tagCreateRevision = 2 << 3
+	tagModRevision    = 3 << 3
+	tagVersion        = 4 << 3
 	tagValue          = 5<<3 | 2
-	tagLease          = 6<<3 | 0
+	tagLease          = 6 << 3
 )
 
 // decodeKeyValue decodes buf into kv. kv.Key and kv.Value alias buf, so
@@ -77,14 +78,12 @@ func slowDecodeKeyValue(buf []byte, kv *mvccpb.KeyValue) error {
 }
 
 // keyOfKeyValue returns the key of an encoded KeyValue without decoding
-// the rest; etcd's encoder always writes the key first. ok is false if the
-// buffer does not start with a well-formed key field.
+// the rest; etcd's encoder always writes the key first, and leaves it out
+// when it is empty. ok is false if the buffer starts with a malformed key
+// field.
 func keyOfKeyValue(buf []byte) (key []byte, ok bool) {
-	if len(buf) == 0 {
-		return nil, true // no key field: empty key
-	}
-	if buf[0] != tagKey {
-		return nil, false
+	if len(buf) == 0 || buf[0] != tagKey {
+		return nil, true // no key field first: empty key
 	}
 	n, w := binary.Uvarint(buf[1:])
 	if w <= 0 || n > uint64(len(buf)-1-w) {

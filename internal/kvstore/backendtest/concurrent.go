@@ -77,7 +77,7 @@ func checkWindow(r kvstore.Reader) (int, error) {
 	var down int
 	err = r.Descend([]byte("k"), []byte("l"), func(k, v []byte) bool {
 		if down >= len(keys) || string(k) != keys[len(keys)-1-down] || string(v) != strconv.Itoa(mustAtoi(string(k[1:]))) {
-			err = fmt.Errorf("Descend yields %q=%q at position %d", k, v, down)
+			err = fmt.Errorf("descend yields %q=%q at position %d", k, v, down)
 			return false
 		}
 		down++
@@ -87,7 +87,7 @@ func checkWindow(r kvstore.Reader) (int, error) {
 		return 0, err
 	}
 	if down != len(keys) {
-		return 0, fmt.Errorf("Descend saw %d items, Ascend %d", down, len(keys))
+		return 0, fmt.Errorf("descend saw %d items, Ascend %d", down, len(keys))
 	}
 	return n, nil
 }

@@ -44,6 +44,9 @@ func (n *Node) bootstrap() error {
 	if raft.IsEmptyHardState(rec.HardState) && len(rec.Entries) == 0 && len(rec.Snapshots) == 0 {
 		// Created, then stopped before raft persisted anything (not even
 		// the bootstrap configuration): start as a new member again.
+		if err := n.checkPristine(); err != nil {
+			return err
+		}
 		return n.startNew()
 	}
 	return n.restart(rec)
@@ -83,15 +86,8 @@ func (n *Node) raftConfig() *raft.Config {
 
 // bootstrapNew creates the WAL of a member whose data dir is new.
 func (n *Node) bootstrapNew(walDir string) error {
-	if applied := n.sm.AppliedIndex(); applied != 0 {
-		return fmt.Errorf("raftnode: state machine holds entries up to %d but data dir %s has no WAL", applied, n.cfg.DataDir)
-	}
-	refs, err := n.snaps.List()
-	if err != nil {
-		return fmt.Errorf("raftnode: %w", err)
-	}
-	if len(refs) > 0 {
-		return fmt.Errorf("raftnode: %s holds snapshot files but no WAL: refusing to guess which state is current", n.snaps.Dir())
+	if err := n.checkPristine(); err != nil {
+		return err
 	}
 	w, err := wal.Create(walDir, wal.Metadata{MemberID: n.cfg.ID, ClusterID: n.cfg.ClusterID}, n.walOptions())
 	if err != nil {
@@ -99,6 +95,23 @@ func (n *Node) bootstrapNew(walDir string) error {
 	}
 	n.wal = w
 	return n.startNew()
+}
+
+// checkPristine refuses to start a new log under state that claims to be
+// further along: entries in the state machine or snapshot files would not
+// match a log that starts from index 1.
+func (n *Node) checkPristine() error {
+	if applied := n.sm.AppliedIndex(); applied != 0 {
+		return fmt.Errorf("raftnode: state machine holds entries up to %d but data dir %s has no raft log", applied, n.cfg.DataDir)
+	}
+	refs, err := n.snaps.List()
+	if err != nil {
+		return fmt.Errorf("raftnode: %w", err)
+	}
+	if len(refs) > 0 {
+		return fmt.Errorf("raftnode: %s holds snapshot files but no raft log: refusing to guess which state is current", n.snaps.Dir())
+	}
+	return nil
 }
 
 // startNew starts raft on an empty log: with the bootstrap configuration as

@@ -92,11 +92,14 @@ func TestThreeMembersElectOneLeaderAndReplicate(t *testing.T) {
 	// A follower forwards proposals to the leader.
 	follower := c.follower(lead)
 	proposeAll(t, c.nodes[follower], payloadRange("f", 0, 20))
-	for id, sm := range c.sms {
+	for _, sm := range c.sms {
 		sm.waitPayloads(t, 120)
 		sm.check(t)
-		if got, want := sm.payloads(), c.sms[lead].payloads(); strings.Join(got, ",") != strings.Join(want[:len(got)], ",") {
-			t.Fatalf("member %d applied a different sequence than the leader", id)
+	}
+	want := strings.Join(c.sms[lead].payloads(), ",")
+	for id, sm := range c.sms {
+		if got := strings.Join(sm.payloads(), ","); got != want {
+			t.Fatalf("member %d applied a different sequence than the leader:\n%s\nvs\n%s", id, got, want)
 		}
 	}
 	for id, n := range c.nodes {
@@ -156,7 +159,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 		t.Fatal("lagging member caught up without a snapshot; the test did not exercise the install path")
 	}
 	want := c.sms[lead].payloads()
-	if got := sm.payloads(); strings.Join(got, ",") != strings.Join(want[:len(got)], ",") {
+	if got := sm.payloads(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatal("lagging member's state differs from the leader's")
 	}
 

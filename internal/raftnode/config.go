@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -159,6 +160,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if !c.Join && len(c.Peers) == 0 {
 		c.Peers = []raft.Peer{{ID: c.ID}}
+	}
+	if !c.Join && !slices.ContainsFunc(c.Peers, func(p raft.Peer) bool { return p.ID == c.ID }) {
+		return c, fmt.Errorf("raftnode: config: bootstrap peers do not include member %x itself", c.ID)
 	}
 	if c.Transport == nil {
 		if c.Join {

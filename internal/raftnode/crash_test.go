@@ -135,11 +135,10 @@ func copyCrashImage(t *testing.T, from, to string, synced *syncedSizes) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		durable := synced.get(name)
-		image := data[:min(int64(len(data)), durable+37)]
-		if i == len(names)-1 && int64(len(image)) == durable {
-			// Nothing unsynced was in flight: crash in the middle of
-			// extending the file instead (a zero-filled tail).
+		image := data[:min(int64(len(data)), synced.get(name)+37)]
+		if i == len(names)-1 {
+			// The crash also caught the file being extended: a
+			// zero-filled tail, so that the image is always torn.
 			image = append(image, make([]byte, 16)...)
 		}
 		if err := os.WriteFile(filepath.Join(to, name), image, 0o600); err != nil {

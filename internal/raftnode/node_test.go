@@ -387,3 +387,21 @@ func TestWALRecordsMetadata(t *testing.T) {
 		t.Fatalf("WAL metadata %+v", rec.Metadata)
 	}
 }
+
+func TestStartOnCreatedButEmptyWAL(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	// A member that crashed right after creating its WAL.
+	w, err := wal.Create(filepath.Join(dir, "wal"), wal.Metadata{MemberID: cfg.ID, ClusterID: cfg.ClusterID}, wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sm := newFakeSM()
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+	proposeAll(t, n, []string{"first"})
+	sm.waitPayloads(t, 1)
+}

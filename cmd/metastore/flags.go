@@ -25,6 +25,8 @@ type options struct {
 	initialCluster           string
 	initialClusterState      string
 	initialClusterToken      string
+	strictReconfigCheck      bool
+	maxLearners              int
 	snapshotCount            uint64
 	maxRequestBytes          uint
 	maxTxnOps                uint
@@ -57,6 +59,8 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.initialCluster, "initial-cluster", "", "Initial cluster configuration for bootstrapping (default \"${name}=${initial-advertise-peer-urls}\").")
 	fs.StringVar(&o.initialClusterState, "initial-cluster-state", "new", "Initial cluster state ('new' or 'existing').")
 	fs.StringVar(&o.initialClusterToken, "initial-cluster-token", "etcd-cluster", "Initial cluster token for the cluster during bootstrap.")
+	fs.BoolVar(&o.strictReconfigCheck, "strict-reconfig-check", true, "Reject reconfiguration requests that would cause quorum loss.")
+	fs.IntVar(&o.maxLearners, "max-learners", 1, "Sets the maximum number of learners that can be available in the cluster membership.")
 	fs.Uint64Var(&o.snapshotCount, "snapshot-count", 10000, "Number of committed transactions to trigger a snapshot to disk.")
 	fs.UintVar(&o.maxRequestBytes, "max-request-bytes", 1.5*1024*1024, "Maximum client request size in bytes the server will accept.")
 	fs.UintVar(&o.maxTxnOps, "max-txn-ops", 128, "Maximum number of operations permitted in a transaction.")
@@ -164,6 +168,9 @@ func (o *options) validate() error {
 	}
 	if o.maxRequestBytes == 0 {
 		return fmt.Errorf("--max-request-bytes must be greater than 0")
+	}
+	if o.maxLearners < 1 {
+		return fmt.Errorf("--max-learners must be at least 1")
 	}
 	if o.maxTxnOps == 0 {
 		return fmt.Errorf("--max-txn-ops must be greater than 0")

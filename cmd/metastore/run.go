@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,14 +42,26 @@ func run(ctx context.Context, o *options) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	// Bind the client listeners before starting the member, so a port
-	// conflict fails fast and clients queue in the backlog until ready.
-	var listeners []net.Listener
+	// Bind the client and peer listeners before starting the member, so a
+	// port conflict fails fast, and clients and peers queue in the backlog
+	// until they are served.
+	var listeners, peerListeners []net.Listener
 	defer func() {
-		for _, l := range listeners {
+		for _, l := range append(listeners, peerListeners...) {
 			l.Close()
 		}
 	}()
+	for _, u := range splitURLs(o.listenPeerURLs) {
+		addr, err := listenAddr(u)
+		if err != nil {
+			return usageError{err}
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen for peers on %s: %w", u, err)
+		}
+		peerListeners = append(peerListeners, l)
+	}
 	for _, u := range splitURLs(o.listenClientURLs) {
 		addr, err := listenAddr(u)
 		if err != nil {
@@ -73,6 +87,8 @@ func run(ctx context.Context, o *options) error {
 		MaxTxnOps:           o.maxTxnOps,
 		TickInterval:        time.Duration(o.heartbeatMs) * time.Millisecond,
 		ElectionTicks:       int(o.electionMs / o.heartbeatMs),
+		StrictReconfigCheck: o.strictReconfigCheck,
+		MaxLearners:         o.maxLearners,
 		Backend:             backend,
 		Logger:              logger,
 		Metrics:             registry,
@@ -82,11 +98,19 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 
+	// Peers are served at once: raft needs them to elect a leader (and a
+	// joining member to receive the state) before this member is ready.
+	peers := servePeers(peerListeners, srv, logger)
+	peerListeners = nil // owned by the peer servers now
+	defer peers.stop()
+
 	select {
 	case <-srv.Ready():
 	case <-ctx.Done():
 		srv.Stop()
 		return nil
+	case <-srv.Done():
+		return srv.Err()
 	}
 
 	clients := etcdcompat.NewClientServer(etcdcompat.Config{
@@ -111,12 +135,49 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			result = fmt.Errorf("serve clients: %w", err)
 		}
+	case err := <-peers.errc:
+		result = fmt.Errorf("serve peers: %w", err)
+	case <-srv.Done():
+		// Stopped on its own: removed from the cluster, or a fatal error.
+		result = srv.Err()
 	}
 	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	clients.Stop(drainCtx)
 	srv.Stop()
 	return result
+}
+
+// peerServers serve the peer listeners.
+type peerServers struct {
+	servers []*http.Server
+	errc    chan error
+}
+
+// servePeers serves srv's peer handler (the transport and /members) on
+// every peer listener.
+func servePeers(listeners []net.Listener, srv *server.Server, logger *slog.Logger) *peerServers {
+	ps := &peerServers{errc: make(chan error, len(listeners))}
+	for _, l := range listeners {
+		hs := &http.Server{Handler: srv.PeerHandler(), ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		srv.ConfigurePeerServer(hs)
+		ps.servers = append(ps.servers, hs)
+		logger.Info("serving peer traffic", "address", l.Addr().String())
+		go func(l net.Listener) {
+			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				ps.errc <- err
+			}
+		}(l)
+	}
+	return ps
+}
+
+// stop closes the peer listeners and their connections; the member has
+// stopped talking to peers by then.
+func (ps *peerServers) stop() {
+	for _, hs := range ps.servers {
+		hs.Close()
+	}
 }
 
 func ctxOrBackground(ctx context.Context) context.Context {

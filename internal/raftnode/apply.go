@@ -1,15 +1,9 @@
 package raftnode
 
 import (
-	"errors"
 	"fmt"
-	"time"
 
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-
-	"github.com/metastore-io/metastore/internal/snapfile"
-	"github.com/metastore-io/metastore/internal/wal"
 )
 
 // applyState is owned by the apply loop (and set by bootstrap before it
@@ -25,8 +19,14 @@ type applyState struct {
 	appliedTerm uint64
 	// confState is the configuration as of processed.
 	confState raftpb.ConfState
-	// snapshotIndex is the index of the newest snapshot taken or received.
+	// snapshotIndex is the index of the newest snapshot taken or received;
+	// snapshotFull says whether its file holds (or is being written with)
+	// a full image rather than the in-place marker.
 	snapshotIndex uint64
+	snapshotFull  bool
+	// wantFull is set when raft needs a full snapshot to send a follower
+	// and the newest one is in place; the next snapshot is then full.
+	wantFull bool
 }
 
 // runApply is the apply loop. It stops between batches, so Stop lets the
@@ -41,6 +41,11 @@ func (n *Node) runApply() {
 				close(ap.applied)
 			}
 			if err != nil {
+				n.fail(err)
+				return
+			}
+		case <-n.fullSnapshotWanted:
+			if err := n.wantFullSnapshot(); err != nil {
 				n.fail(err)
 				return
 			}
@@ -140,76 +145,7 @@ func (n *Node) applySnapshot(meta raftpb.SnapshotMetadata) error {
 	}
 	st.processed, st.applied, st.appliedTerm = meta.Index, meta.Index, meta.Term
 	st.confState = meta.ConfState
-	st.snapshotIndex = meta.Index
+	st.snapshotIndex, st.snapshotFull = meta.Index, true
 	n.publishConfState(meta.ConfState)
 	return nil
-}
-
-// maybeSnapshot starts a snapshot once SnapshotCount entries were applied
-// since the last one. The image is taken here, between two Applies; writing
-// it out and compacting behind it happen in the background while applying
-// goes on. One snapshot is in flight at a time.
-func (n *Node) maybeSnapshot() error {
-	st := &n.apply
-	if st.processed < st.applied || st.applied-st.snapshotIndex <= n.cfg.SnapshotCount || n.snapshotting.Load() {
-		// (processed < applied: raft is still redelivering entries the
-		// state machine holds, so confState is not yet that of applied.)
-		return nil
-	}
-	img, err := n.sm.Snapshot()
-	if err != nil {
-		return fmt.Errorf("raftnode: state machine snapshot at %d: %w", st.applied, err)
-	}
-	meta := raftpb.SnapshotMetadata{Index: st.applied, Term: st.appliedTerm, ConfState: st.confState}
-	st.snapshotIndex = st.applied
-	n.snapshotting.Store(true)
-	n.snapshotWG.Add(1)
-	go n.persistSnapshot(meta, img)
-	return nil
-}
-
-// persistSnapshot writes the snapshot file, records it in the WAL, then
-// lets raft's in-memory log and the WAL drop what it covers. The order
-// matters: a WAL marker is written only for a durable file, and nothing is
-// released before the marker is durable.
-func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image) {
-	defer n.snapshotWG.Done()
-	defer n.snapshotting.Store(false)
-	defer img.Release()
-	start := time.Now()
-	size, err := n.snaps.Save(meta, img)
-	if err != nil {
-		n.fail(fmt.Errorf("raftnode: save snapshot %d: %w", meta.Index, err))
-		return
-	}
-	if err := n.wal.SaveSnapshot(wal.Snapshot{Index: meta.Index, Term: meta.Term}); err != nil {
-		n.fail(fmt.Errorf("raftnode: record snapshot %d in WAL: %w", meta.Index, err))
-		return
-	}
-	// Raft snapshots carry no data: the image is the file, which the
-	// transport streams when raft sends this snapshot to a follower.
-	if _, err := n.storage.CreateSnapshot(meta.Index, &meta.ConfState, nil); err != nil {
-		if errors.Is(err, raft.ErrSnapOutOfDate) {
-			return // a newer snapshot from the leader was installed meanwhile
-		}
-		n.fail(fmt.Errorf("raftnode: create raft snapshot %d: %w", meta.Index, err))
-		return
-	}
-	// Keep SnapshotCatchUpEntries entries before the snapshot so that a
-	// follower slightly behind catches up from the log, not a snapshot.
-	if meta.Index > n.cfg.SnapshotCatchUpEntries {
-		compactTo := meta.Index - n.cfg.SnapshotCatchUpEntries
-		if err := n.storage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
-			n.fail(fmt.Errorf("raftnode: compact raft log to %d: %w", compactTo, err))
-			return
-		}
-	}
-	if err := n.wal.ReleaseTo(meta.Index); err != nil {
-		n.fail(fmt.Errorf("raftnode: release WAL to %d: %w", meta.Index, err))
-		return
-	}
-	took := time.Since(start)
-	n.metrics.snapshotSaveSeconds.Observe(took.Seconds())
-	n.logger.Info("saved snapshot", "index", meta.Index, "term", meta.Term,
-		"file", n.snaps.Path(snapfile.Ref{Term: meta.Term, Index: meta.Index}), "bytes", size, "took", took)
 }

@@ -74,7 +74,7 @@ func (n *Node) raftConfig() *raft.Config {
 		ID:                        n.cfg.ID,
 		ElectionTick:              n.cfg.ElectionTicks,
 		HeartbeatTick:             n.cfg.HeartbeatTicks,
-		Storage:                   n.storage,
+		Storage:                   raftStorage{MemoryStorage: n.storage, n: n},
 		MaxSizePerMsg:             n.cfg.MaxSizePerMsg,
 		MaxInflightMsgs:           n.cfg.MaxInflightMsgs,
 		MaxUncommittedEntriesSize: n.cfg.MaxUncommittedEntriesSize,
@@ -132,7 +132,7 @@ func (n *Node) startNew() error {
 
 // restart rebuilds raft's log from the newest snapshot and the WAL.
 func (n *Node) restart(rec *wal.Recovered) error {
-	snap, err := n.newestSnapshot(rec)
+	snap, inEngine, err := n.newestSnapshot(rec)
 	if err != nil {
 		return err
 	}
@@ -167,6 +167,10 @@ func (n *Node) restart(rec *wal.Recovered) error {
 
 	applied := n.sm.AppliedIndex()
 	if snap.Index > 0 && applied < snap.Index {
+		if inEngine {
+			return fmt.Errorf("raftnode: snapshot %d was persisted in the state machine's engine, which now holds entries only up to %d: "+
+				"its data was lost or replaced (another --storage-engine?); refusing to start", snap.Index, applied)
+		}
 		if err := n.restoreFromFile(snap); err != nil {
 			return err
 		}
@@ -205,6 +209,10 @@ func (n *Node) restart(rec *wal.Recovered) error {
 		appliedTerm:   appliedTerm,
 		confState:     snap.ConfState,
 		snapshotIndex: snap.Index,
+		snapshotFull:  !inEngine,
+	}
+	if snap.Index > 0 && !inEngine {
+		n.noteFullSnapshot(snap.Index)
 	}
 	n.publishConfState(snap.ConfState)
 	n.appliedIndex.Store(applied)
@@ -218,7 +226,35 @@ func (n *Node) restart(rec *wal.Recovered) error {
 		"snapshot_index", snap.Index, "applied_index", applied, "commit_index", hs.Commit,
 		"last_index", lastIndex, "term", hs.Term, "wal_entries", len(ents))
 	n.raft = raft.RestartNode(rc)
+	n.skipElectionWaitIfAlone(snap.ConfState)
 	return nil
+}
+
+// skipElectionWaitIfAlone lets a member that is its configuration's only
+// voter stand for election at once instead of after an election timeout
+// (1 to 2 s with the defaults): nobody else can lead, so waiting would
+// only delay the first request after a restart. raft declines to campaign
+// while conf changes between its applied and commit index are pending;
+// the election timer is then advanced to one tick short of its minimum,
+// as etcd does. Either way elections stay as safe as ever: this only
+// changes when the member stands. Without a snapshot the configuration is
+// still in the log, and the bootstrap peers stand in for it.
+func (n *Node) skipElectionWaitIfAlone(cs raftpb.ConfState) {
+	voters := cs.Voters
+	if len(voters) == 0 && len(cs.VotersOutgoing) == 0 {
+		for _, p := range n.cfg.Peers {
+			voters = append(voters, p.ID)
+		}
+	}
+	if len(voters) != 1 || voters[0] != n.cfg.ID || len(cs.VotersOutgoing) > 0 {
+		return
+	}
+	for range n.cfg.ElectionTicks - 1 {
+		n.raft.Tick()
+	}
+	if err := n.raft.Campaign(n.ctx); err != nil {
+		n.logger.Warn("could not campaign at once after restart; waiting for the election timeout", "err", err)
+	}
 }
 
 // newestSnapshot picks the snapshot to restart from: the newest one the WAL
@@ -226,8 +262,9 @@ func (n *Node) restart(rec *wal.Recovered) error {
 // durable, so files newer than the newest marker are ones a crash left
 // unfinished (or an install raft never recorded): they are removed. The
 // chosen file must be intact: if it is not, restarting from an older one
-// would silently roll the member back, so Start refuses.
-func (n *Node) newestSnapshot(rec *wal.Recovered) (raftpb.SnapshotMetadata, error) {
+// would silently roll the member back, so Start refuses. inEngine reports
+// a snapshot persisted in place (its file holds only the marker).
+func (n *Node) newestSnapshot(rec *wal.Recovered) (meta raftpb.SnapshotMetadata, inEngine bool, err error) {
 	var newest wal.Snapshot
 	for _, s := range rec.Snapshots {
 		if s.Index > newest.Index {
@@ -236,24 +273,24 @@ func (n *Node) newestSnapshot(rec *wal.Recovered) (raftpb.SnapshotMetadata, erro
 	}
 	refs, err := n.snaps.List()
 	if err != nil {
-		return raftpb.SnapshotMetadata{}, fmt.Errorf("raftnode: %w", err)
+		return meta, false, fmt.Errorf("raftnode: %w", err)
 	}
 	for _, ref := range refs {
 		if ref.Index > newest.Index || (ref.Index == newest.Index && ref.Term != newest.Term) {
 			n.logger.Warn("removing snapshot file the WAL never recorded", "file", n.snaps.Path(ref))
 			if err := n.snaps.Remove(ref); err != nil {
-				return raftpb.SnapshotMetadata{}, fmt.Errorf("raftnode: %w", err)
+				return meta, false, fmt.Errorf("raftnode: %w", err)
 			}
 		}
 	}
 	if newest.Index == 0 {
-		return raftpb.SnapshotMetadata{}, nil
+		return meta, false, nil
 	}
-	meta, err := n.snaps.Load(snapfile.Ref{Term: newest.Term, Index: newest.Index})
+	meta, inEngine, err = n.inspectSnapshot(snapfile.Ref{Term: newest.Term, Index: newest.Index})
 	if err != nil {
-		return raftpb.SnapshotMetadata{}, fmt.Errorf("raftnode: newest snapshot (index %d, term %d) is unusable, refusing to start: %w", newest.Index, newest.Term, err)
+		return meta, false, fmt.Errorf("raftnode: newest snapshot (index %d, term %d) is unusable, refusing to start: %w", newest.Index, newest.Term, err)
 	}
-	return meta, nil
+	return meta, inEngine, nil
 }
 
 // restoreFromFile replaces the state machine's state with a snapshot file.

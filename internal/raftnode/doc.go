@@ -30,9 +30,10 @@
 //   - the read loop runs ReadIndex rounds for LinearizableRead (below).
 //   - every SnapshotCount applied entries the apply loop takes an Image of
 //     the state machine and a background goroutine writes the snapshot
-//     file, records a marker in the WAL, then creates the raft snapshot,
-//     compacts the in-memory log to index-SnapshotCatchUpEntries and
-//     releases WAL segments before the snapshot. One at a time.
+//     file (or persists the state in place, below), records a marker in
+//     the WAL, then creates the raft snapshot, compacts the in-memory log
+//     to index-SnapshotCatchUpEntries and releases WAL segments before the
+//     snapshot. One at a time.
 //
 // # Snapshots carry no data inside raft
 //
@@ -44,6 +45,43 @@
 // checks the file is there and valid, writes a snapshot-install record to
 // its WAL, and the apply loop restores the state machine from the file.
 //
+// # Snapshots persisted in place
+//
+// A state machine whose engine keeps its state on disk (RocksDB) holds
+// every applied entry already; it only lacks an fsync, since it commits
+// without one (the WAL is the durable record). Writing a full image of it
+// every SnapshotCount entries (some 300 MB for a million keys) would buy
+// nothing. Its Image implements PersistentImage, and a routine snapshot
+// at index X then goes:
+//
+//  1. Persist: the engine fsyncs its own log, so it holds at least X
+//     durably (it may hold more);
+//  2. the snapshot file for X is written with the in-place marker
+//     (inPlaceMarker, a few bytes) as its image;
+//  3. WAL marker, raft snapshot, log compaction and WAL release as for a
+//     full image. Entries up to X may go: the engine no longer needs them
+//     for replay.
+//
+// Full images are still made, but only when a follower needs one. raft
+// asks its Storage for the snapshot to send (and for nothing else);
+// raftStorage answers only with the newest snapshot whose file holds a
+// full image (fullSnapshotIndex). When the newest is in place it answers
+// raft.ErrSnapshotTemporarilyUnavailable, which raft retries on the next
+// heartbeat response, and asks the apply loop for a full snapshot: the
+// next snapshot, taken at once, is written out with Image.WriteTo (which
+// the engine streams from a consistent read view). When it is in
+// MemoryStorage, raft sends it. So the transport only ever opens files
+// with a full image for a MsgSnap (snapfile.Store.OpenImage, unchanged),
+// and a member never receives a marker (persist refuses one anyway).
+//
+// Example, SnapshotCount 10000, a RocksDB member and a follower that fell
+// behind: snapshots at 10001 and 20002 are markers (files of ~100 bytes);
+// at 25000 raft wants to send the follower a snapshot, gets
+// "temporarily unavailable", the apply loop writes a full image at 25000
+// (applied index then), and raft sends that one on the next heartbeat.
+// The snapshot at 35001 is a marker again. The memory engine's Image does
+// not persist in place, so all of its snapshots are full images.
+//
 // # Restart
 //
 // On restart the member uses the newest snapshot that has a marker in the
@@ -51,13 +89,20 @@
 // file that is corrupt stops Start with an error naming it: falling back to
 // an older one would silently roll the member back). If the state
 // machine's AppliedIndex is below the snapshot, it is restored from the
-// file. The WAL entries after the snapshot and the hard state are loaded
+// file; a persisted-in-place snapshot has no image to restore from, so an
+// engine behind it has lost data it had made durable, and Start refuses.
+// A RocksDB member therefore restarts without reading any image: its
+// engine reports what it holds, and only the WAL entries after that are
+// applied again. The WAL entries after the snapshot and the hard state are loaded
 // into MemoryStorage, and raft is restarted with Applied = snapshot index:
 // raft redelivers every committed entry after the snapshot, the apply loop
 // passes to Apply only those above the state machine's AppliedIndex, and
 // feeds every conf change among them back to raft (ApplyConfChange), which
 // rebuilds its configuration that way. (Starting raft at the state
-// machine's AppliedIndex instead would skip those conf changes.)
+// machine's AppliedIndex instead would skip those conf changes.) A member
+// that is its configuration's only voter campaigns at once on restart
+// (skipElectionWaitIfAlone) rather than after an election timeout, so
+// that it serves reads sooner.
 // Invariants checked on restart: the WAL's member and cluster IDs match
 // Config (else Start refuses); the WAL continues the snapshot without a
 // gap; the state machine is not ahead of the log.

@@ -52,6 +52,12 @@ type Node struct {
 	apply        applyState
 	snapshotting atomic.Bool
 	snapshotWG   sync.WaitGroup
+	// fullSnapshotIndex is the index of the newest snapshot whose file
+	// holds a full image (not the in-place marker); raftStorage hands raft
+	// only that one. fullSnapshotWanted carries raft's request for one to
+	// the apply loop.
+	fullSnapshotIndex  atomic.Uint64
+	fullSnapshotWanted chan struct{}
 
 	// Linearizable reads.
 	readStates   chan raft.ReadState
@@ -87,21 +93,22 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		cfg:           cfg,
-		logger:        cfg.Logger.With("member", fmt.Sprintf("%x", cfg.ID)),
-		sm:            sm,
-		storage:       raft.NewMemoryStorage(),
-		transport:     cfg.Transport,
-		metrics:       m,
-		leaderChanged: newBroadcast(),
-		applyc:        make(chan toApply),
-		readStates:    make(chan raft.ReadState, 64),
-		readWake:      make(chan struct{}, 1),
-		nextRead:      newReadRound(),
-		ctx:           ctx,
-		cancel:        cancel,
-		stopping:      make(chan struct{}),
-		done:          make(chan struct{}),
+		cfg:                cfg,
+		logger:             cfg.Logger.With("member", fmt.Sprintf("%x", cfg.ID)),
+		sm:                 sm,
+		storage:            raft.NewMemoryStorage(),
+		transport:          cfg.Transport,
+		metrics:            m,
+		leaderChanged:      newBroadcast(),
+		applyc:             make(chan toApply),
+		fullSnapshotWanted: make(chan struct{}, 1),
+		readStates:         make(chan raft.ReadState, 64),
+		readWake:           make(chan struct{}, 1),
+		nextRead:           newReadRound(),
+		ctx:                ctx,
+		cancel:             cancel,
+		stopping:           make(chan struct{}),
+		done:               make(chan struct{}),
 	}
 	if err := n.bootstrap(); err != nil {
 		cancel()

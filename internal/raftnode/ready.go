@@ -133,12 +133,18 @@ func (n *Node) persist(rd raft.Ready) error {
 		// The transport stored the image before stepping the MsgSnap; the
 		// WAL marker must never point at a file that is not there.
 		ref := snapfile.Ref{Term: meta.Term, Index: meta.Index}
-		if _, err := n.snaps.Load(ref); err != nil {
+		_, inEngine, err := n.inspectSnapshot(ref)
+		if err != nil {
 			return fmt.Errorf("raftnode: snapshot %d from the leader has no valid file: %w", meta.Index, err)
+		}
+		if inEngine {
+			// raftStorage keeps a leader from sending these.
+			return fmt.Errorf("raftnode: snapshot %d from the leader holds no image, only the in-place marker", meta.Index)
 		}
 		if err := n.wal.SaveInstall(wal.Snapshot{Index: meta.Index, Term: meta.Term}, rd.HardState, rd.Entries); err != nil {
 			return fmt.Errorf("raftnode: persist Ready with snapshot %d: %w", meta.Index, err)
 		}
+		n.noteFullSnapshot(meta.Index)
 		if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 			return fmt.Errorf("raftnode: apply snapshot %d to raft storage: %w", meta.Index, err)
 		}

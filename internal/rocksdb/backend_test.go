@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
 // sortedFixture is the content most tests start from, in key order; it
@@ -74,6 +76,15 @@ func TestAscendDescendRanges(t *testing.T) {
 			}
 			mustEqualKVs(t, "Ascend", scan(t, v, tc.start, tc.end, false), want)
 			mustEqualKVs(t, "Descend", scan(t, v, tc.start, tc.end, true), reversed(want))
+			var once []kv
+			err := v.(kvstore.BulkReader).AscendOnce(tc.start, tc.end, func(k, val []byte) bool {
+				once = append(once, kv{string(k), string(val)})
+				return true
+			})
+			if err != nil {
+				t.Fatalf("AscendOnce: %v", err)
+			}
+			mustEqualKVs(t, "AscendOnce", once, want)
 		})
 	}
 }

@@ -51,8 +51,9 @@
 //     layer reads from the consistent index it writes in every batch, and
 //     it replays the Raft log (fsynced, the durable record) from k+1.
 //     That needs the Raft log to still hold k+1: before the Raft layer
-//     discards entries, it calls Backend.Sync, which fsyncs the WAL and
-//     so makes everything committed so far survive power loss too.
+//     discards entries, it calls Persist on a view (or Backend.Sync),
+//     which fsyncs the WAL and so makes everything committed so far
+//     survive power loss too.
 //
 // Why keep the WAL at all, given the Raft log? With the WAL off the
 // argument above still yields a whole-batch prefix (memtables are
@@ -84,6 +85,25 @@
 // iterator's buffers, valid until fn returns. Only a nil end is
 // unbounded; an empty or inverted interval is empty. A nil end in
 // Batch.DeleteRange is unbounded as well.
+//
+// # Raft snapshots
+//
+// The engine holds the state durably once its WAL is synced, so a Raft
+// snapshot of a RocksDB member copies nothing: ReadViews implement
+// kvstore.PersistentView, whose Persist is DB.FlushWAL(sync), and the
+// MVCC store's snapshot image passes that on (raftnode.PersistentImage);
+// raftnode then writes a snapshot file holding only a marker (see
+// raftnode's doc, "Snapshots persisted in place"). A full image is
+// written, with WriteTo, only when a follower needs one, and Restore
+// installs it on the follower. A restart reads no image at all: Open
+// replays RocksDB's own WAL, the MVCC layer reads its consistent index
+// and rebuilds its key index with one AscendOnce pass (kvstore.BulkReader)
+// over the revisions, and Raft replays the entries after that index.
+//
+// AscendOnce, and WriteTo, iterate with fill_cache off and a 2 MiB
+// readahead: a pass over every block must neither evict what readers use
+// nor leave the block cache full (up to BlockCacheSize resident) of blocks
+// nobody asked for.
 //
 // # Image format (ReadView.WriteTo, Backend.Restore)
 //

@@ -8,9 +8,16 @@ import (
 	"sync/atomic"
 
 	"github.com/linxGnu/grocksdb"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
 var errReleased = errors.New("rocksdb: read view used after Release")
+
+var (
+	_ kvstore.PersistentView = (*readView)(nil)
+	_ kvstore.BulkReader     = (*readView)(nil)
+)
 
 // readView is a RocksDB snapshot plus the generation reference that keeps
 // its database open. Its methods are safe for concurrent use: the MVCC
@@ -61,7 +68,24 @@ func (v *readView) Descend(start, end []byte, fn func(key, value []byte) bool) e
 	return v.scan(start, end, true, fn)
 }
 
+// AscendOnce is Ascend for a single pass over much of the data, the MVCC
+// layer's key index rebuild at start-up (kvstore.BulkReader). Its blocks
+// bypass the block cache (fill_cache off): a million-key pass would
+// otherwise evict what readers use and leave the whole cache, 256 MiB by
+// default, resident right after a restart. Reads go ahead by
+// bulkReadahead, as the pass is sequential.
+func (v *readView) AscendOnce(start, end []byte, fn func(key, value []byte) bool) error {
+	return v.scanWith(start, end, false, true, fn)
+}
+
+// bulkReadahead is the read size of AscendOnce's iterator.
+const bulkReadahead = 2 << 20
+
 func (v *readView) scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
+	return v.scanWith(start, end, reverse, false, fn)
+}
+
+func (v *readView) scanWith(start, end []byte, reverse, bulk bool, fn func(key, value []byte) bool) error {
 	if v.released.Load() {
 		return errReleased
 	}
@@ -70,7 +94,7 @@ func (v *readView) scan(start, end []byte, reverse bool, fn func(key, value []by
 	if end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	it := v.iterator(start, end)
+	it := v.iterator(start, end, bulk)
 	defer it.close()
 	if reverse {
 		it.it.SeekToLast()
@@ -103,9 +127,13 @@ type boundedIterator struct {
 	it   *grocksdb.Iterator
 }
 
-func (v *readView) iterator(start, end []byte) boundedIterator {
+func (v *readView) iterator(start, end []byte, bulk bool) boundedIterator {
 	opts := grocksdb.NewDefaultReadOptions()
 	opts.SetSnapshot(v.snap)
+	if bulk {
+		opts.SetFillCache(false)
+		opts.SetReadaheadSize(bulkReadahead)
+	}
 	if len(start) > 0 {
 		opts.SetIterateLowerBound(bytes.Clone(start))
 	}
@@ -126,7 +154,8 @@ func (v *readView) WriteTo(w io.Writer) (int64, error) {
 		return 0, errReleased
 	}
 	enc := newImageEncoder(w)
-	it := v.iterator(nil, nil)
+	// A full image is a single pass too (bulk), and may be large.
+	it := v.iterator(nil, nil, true)
 	defer it.close()
 	for it.it.SeekToFirst(); it.it.Valid(); it.it.Next() {
 		if err := enc.record(it.it.Key().Data(), it.it.Value().Data()); err != nil {
@@ -140,6 +169,20 @@ func (v *readView) WriteTo(w io.Writer) (int64, error) {
 		return enc.written(), fmt.Errorf("rocksdb write image: %w", err)
 	}
 	return enc.written(), nil
+}
+
+// Persist fsyncs the WAL of the view's database (FlushWAL with sync), so
+// every batch committed to it so far, this view's content included,
+// survives power loss: the hook that lets a Raft snapshot of a RocksDB
+// member be a marker instead of a copy (doc.go, "Raft snapshots").
+func (v *readView) Persist() error {
+	if v.released.Load() {
+		return errReleased
+	}
+	if err := v.gen.db.FlushWAL(true); err != nil {
+		return fmt.Errorf("rocksdb persist: %w", err)
+	}
+	return nil
 }
 
 // Release frees the snapshot and the view's hold on its database. A

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
@@ -35,6 +37,9 @@ type pendingResult struct {
 type applier struct {
 	s       *Server
 	results []pendingResult // reused across batches
+	// membersChanged is set when the batch changed the member list; the
+	// transport's peers follow once the batch is committed.
+	membersChanged bool
 }
 
 func newApplier(s *Server) *applier { return &applier{s: s} }
@@ -94,6 +99,10 @@ func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
 	}
 	clear(a.results)
 	a.results = a.results[:0]
+	if a.membersChanged {
+		a.membersChanged = false
+		a.s.syncPeers()
+	}
 }
 
 func (a *applier) applyNormal(e *raftpb.Entry) {
@@ -141,34 +150,75 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest) applyResult {
 	return res
 }
 
+// applyConfChange records a conf change in the member list and answers
+// its proposer with the resulting list, or with why the change was void.
+//
+// The change is validated against the member list first, as etcd does, so
+// a conflicting change that raced past its proposer's own check (two adds
+// of one peer URL from two members) leaves the list unchanged. raft has
+// already applied it to its configuration by now (raftnode does that
+// before Apply); the refusal is logged so an operator can undo it.
+// Validation uses replicated state only (not this member's
+// --max-learners), so every member decides alike.
 func (a *applier) applyConfChange(cc raftpb.ConfChange) {
-	kv := a.s.kv
+	err := a.changeMembers(cc)
+	if err != nil {
+		a.s.log.Error("configuration change left the member list unchanged",
+			"type", cc.Type.String(), "node", fmt.Sprintf("%x", cc.NodeID), "error", err)
+	}
+	if cc.ID != 0 {
+		res := applyResult{resp: a.s.cluster.Members()}
+		if err != nil {
+			res = applyResult{err: err}
+		}
+		a.results = append(a.results, pendingResult{id: cc.ID, res: res})
+	}
+}
+
+func (a *applier) changeMembers(cc raftpb.ConfChange) error {
+	kv, c := a.s.kv, a.s.cluster
 	switch cc.Type {
 	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
 		if len(cc.Context) == 0 {
-			return
+			return nil // a bootstrap entry without a member record
 		}
 		var m membershippb.Member
 		if err := m.Unmarshal(cc.Context); err != nil {
-			a.s.log.Error("skipping conf change with undecodable member", "node", fmt.Sprintf("%x", cc.NodeID), "error", err)
-			return
+			return fmt.Errorf("server: decode member of conf change: %w", err)
 		}
-		if existing := a.s.cluster.Member(m.ID); existing != nil && cc.Type == raftpb.ConfChangeAddNode && existing.RaftAttributes != nil && existing.RaftAttributes.IsLearner {
-			a.s.cluster.Promote(kv, m.ID)
+		if m.ID != cc.NodeID {
+			return fmt.Errorf("server: conf change for node %x carries member %x", cc.NodeID, m.ID)
+		}
+		// An AddNode naming an existing member is a promotion (see
+		// Server.promoteAsLeader).
+		if cc.Type == raftpb.ConfChangeAddNode && c.Member(m.ID) != nil {
+			if err := c.ValidatePromote(m.ID); err != nil {
+				return err
+			}
+			c.Promote(kv, m.ID)
 		} else {
-			a.s.cluster.Add(kv, &m)
+			if err := c.ValidateAdd(&m, math.MaxInt); err != nil {
+				return err
+			}
+			c.Add(kv, &m)
 		}
 	case raftpb.ConfChangeRemoveNode:
-		a.s.cluster.Remove(kv, cc.NodeID)
+		if err := c.ValidateRemove(cc.NodeID); err != nil {
+			return err
+		}
+		c.Remove(kv, cc.NodeID)
 	case raftpb.ConfChangeUpdateNode:
 		var m membershippb.Member
-		if err := m.Unmarshal(cc.Context); err == nil && m.RaftAttributes != nil {
-			a.s.cluster.SetPeerURLs(kv, cc.NodeID, m.RaftAttributes.PeerUrls)
+		if err := m.Unmarshal(cc.Context); err != nil || m.RaftAttributes == nil {
+			return fmt.Errorf("server: decode member of conf change: %w", errors.Join(err, errors.New("no peer URLs")))
 		}
+		if err := c.ValidateUpdate(cc.NodeID, m.RaftAttributes.PeerUrls); err != nil {
+			return err
+		}
+		c.SetPeerURLs(kv, cc.NodeID, m.RaftAttributes.PeerUrls)
 	}
-	if cc.ID != 0 {
-		a.results = append(a.results, pendingResult{id: cc.ID, res: applyResult{resp: a.s.cluster.Members()}})
-	}
+	a.membersChanged = true
+	return nil
 }
 
 // Snapshot returns the store's image as of the last Apply.
@@ -184,5 +234,6 @@ func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
 	if err := a.s.cluster.Load(a.s.kv); err != nil {
 		return fmt.Errorf("reload member list from snapshot at index %d: %w", meta.Index, err)
 	}
+	a.s.syncPeers()
 	return nil
 }

@@ -5,20 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
-	"go.etcd.io/raft/v3"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
+	"github.com/metastore-io/metastore/internal/transport"
 )
 
 // Config is what a member needs to start. cmd/metastore fills it from etcd's
@@ -39,6 +41,14 @@ type Config struct {
 	TickInterval    time.Duration // --heartbeat-interval
 	ElectionTicks   int           // --election-timeout / --heartbeat-interval
 
+	// StrictReconfigCheck refuses membership changes that would leave
+	// fewer started or connected voters than a quorum
+	// (--strict-reconfig-check, on by default in cmd).
+	StrictReconfigCheck bool
+	// MaxLearners bounds the learner members (--max-learners); 0 means
+	// etcd's default of 1.
+	MaxLearners int
+
 	// Backend is the storage engine, opened by the caller; the server owns
 	// it from here on and closes it on Stop.
 	Backend kvstore.Backend
@@ -58,15 +68,24 @@ type Server struct {
 	node    *raftnode.Node
 	applier *applier
 	leases  *memberLeases
+	// transport carries raft traffic and forwarded requests to the other
+	// members; peers is what it has been told about them (apply goroutine).
+	transport *transport.Transport
+	peers     *peerSet
+	learner   atomic.Bool // this member is a learner (as of the last change)
 
 	wait       *waitRegistry
 	reqIDs     *requestIDs
 	reqTimeout time.Duration
 
-	readyc    chan struct{} // closed once this member published itself
-	stopping  chan struct{} // closed when Stop begins
-	stopOnce  sync.Once
-	stoppedWG sync.WaitGroup
+	readyc      chan struct{} // closed once this member published itself
+	stopping    chan struct{} // closed when Stop begins
+	done        chan struct{} // closed when Stop has finished
+	stopOnce    sync.Once
+	removedOnce sync.Once
+	stoppedWG   sync.WaitGroup
+	errMu       sync.Mutex
+	err         error // why the member stopped on its own (Err)
 }
 
 // New starts a member: it opens (or creates) its Raft log, recovers its
@@ -79,13 +98,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("server: no storage backend")
 	}
-	memberID, clusterID, peers, err := resolveCluster(cfg)
-	if err != nil {
-		return nil, err
-	}
 	memberDir := filepath.Join(cfg.DataDir, "member")
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: create data dir %s: %w", memberDir, err)
+	}
+	who, err := resolveIdentity(cfg, memberDir, &http.Client{Timeout: fetchMembersTimeout})
+	if err != nil {
+		return nil, err
+	}
+	memberID, clusterID := who.memberID, who.clusterID
+	tr, err := transport.New(transport.Config{
+		ID:        memberID,
+		ClusterID: clusterID,
+		Logger:    cfg.Logger,
+		Metrics:   cfg.Metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: create peer transport: %w", err)
 	}
 
 	s := &Server{
@@ -98,11 +127,21 @@ func New(cfg Config) (*Server, error) {
 		reqTimeout: 5*time.Second + 2*time.Duration(cfg.ElectionTicks)*cfg.TickInterval,
 		readyc:     make(chan struct{}),
 		stopping:   make(chan struct{}),
+		done:       make(chan struct{}),
+		transport:  tr,
+		peers:      newPeerSet(memberID),
 	}
+	started := false
+	defer func() {
+		if !started {
+			tr.Stop() // raftnode stops it once it owns it
+		}
+	}()
 	leases, err := newMemberLeases(s, cfg)
 	if err != nil {
 		return nil, err
 	}
+	leases.forwarder = peerForwarder{s: s}
 	s.leases = leases
 	kv, err := kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Leases: leases.lessor})
 	if err != nil {
@@ -115,13 +154,22 @@ func New(cfg Config) (*Server, error) {
 	if err := s.cluster.Load(kv); err != nil {
 		return nil, fmt.Errorf("server: load member list: %w", err)
 	}
+	if s.cluster.IsRemoved(memberID) {
+		return nil, fmt.Errorf("server: member %x: %w", memberID, ErrRemoved)
+	}
+	s.peers.seed(s.log, tr, who.peers)
+	s.peers.sync(s.log, tr, s.cluster.Members(), s.cluster.IsRemoved)
+	s.learner.Store(s.cluster.IsLearner(memberID))
+	if err := s.registerForwardHandlers(); err != nil {
+		return nil, err
+	}
 	s.applier = newApplier(s)
 
 	node, err := raftnode.Start(raftnode.Config{
 		ID:                     memberID,
 		ClusterID:              clusterID,
-		Peers:                  peers,
-		Join:                   !cfg.NewCluster,
+		Peers:                  who.bootstrap,
+		Join:                   who.join,
 		DataDir:                memberDir,
 		TickInterval:           cfg.TickInterval,
 		ElectionTicks:          cfg.ElectionTicks,
@@ -133,19 +181,38 @@ func New(cfg Config) (*Server, error) {
 		Logger:                 cfg.Logger,
 		Metrics:                cfg.Metrics,
 		OnLeaderChange:         leases.leaderChanged,
+		Transport:              tr,
 	}, s.applier)
 	if err != nil {
 		return nil, fmt.Errorf("server: start raft: %w", err)
 	}
+	started = true
 	s.node = node
+	tr.Attach(node, node.Snapshots)
 	if err := leases.lessor.Start(); err != nil {
 		node.Stop()
 		return nil, fmt.Errorf("server: start lessor: %w", err)
 	}
 
-	s.stoppedWG.Add(1)
+	s.stoppedWG.Add(2)
 	go s.publish()
+	go s.watchNode()
 	return s, nil
+}
+
+// watchNode stops the member when its raft node stops on its own (a
+// failed disk write): it can no longer take part in the cluster.
+func (s *Server) watchNode() {
+	defer s.stoppedWG.Done()
+	select {
+	case <-s.node.Done():
+		select {
+		case <-s.stopping:
+		default:
+			s.fatal("raft node stopped", s.node.Err())
+		}
+	case <-s.stopping:
+	}
 }
 
 // snapshotCatchUpEntries is how many entries stay in the log behind a
@@ -157,34 +224,6 @@ func snapshotCatchUpEntries(snapshotCount uint64) uint64 {
 		return snapshotCount / 2
 	}
 	return etcdDefault
-}
-
-// resolveCluster derives this member's ID, the cluster ID and the bootstrap
-// peers from --initial-cluster, as etcd does.
-func resolveCluster(cfg Config) (memberID, clusterID uint64, peers []raft.Peer, err error) {
-	ids := make([]uint64, 0, len(cfg.InitialCluster))
-	for _, m := range cfg.InitialCluster {
-		id := membership.MemberID(m.PeerURLs, cfg.InitialClusterToken, nil)
-		ids = append(ids, id)
-		if m.Name == cfg.Name {
-			memberID = id
-			if !sameURLs(m.PeerURLs, cfg.PeerURLs) {
-				return 0, 0, nil, fmt.Errorf("--initial-cluster has %s=%v but --initial-advertise-peer-urls is %v: they must match", m.Name, m.PeerURLs, cfg.PeerURLs)
-			}
-		}
-		ctx, merr := (&membershippb.Member{
-			ID:             id,
-			RaftAttributes: &membershippb.RaftAttributes{PeerUrls: m.PeerURLs},
-		}).Marshal()
-		if merr != nil {
-			return 0, 0, nil, fmt.Errorf("encode member %s: %w", m.Name, merr)
-		}
-		peers = append(peers, raft.Peer{ID: id, Context: ctx})
-	}
-	if memberID == 0 {
-		return 0, 0, nil, fmt.Errorf("couldn't find local name %q in the initial cluster configuration", cfg.Name)
-	}
-	return memberID, membership.ClusterID(ids), peers, nil
 }
 
 func sameURLs(a, b []string) bool {
@@ -224,11 +263,20 @@ func (s *Server) publish() {
 // Ready is closed once the member serves clients.
 func (s *Server) Ready() <-chan struct{} { return s.readyc }
 
-// Stop shuts the member down gracefully: no new proposals are accepted,
-// the apply in progress finishes, the WAL is closed cleanly, and the
-// backend is closed. It is safe to call more than once.
+// Stop shuts the member down gracefully: a leader first hands leadership
+// to another voter, then no new proposals are accepted, the apply in
+// progress finishes, the WAL is closed cleanly, and the backend is closed.
+// It is safe to call more than once.
 func (s *Server) Stop() {
+	s.transferLeadershipOnStop()
+	s.stop()
+}
+
+// stop shuts the member down without handing over leadership first (after
+// a fatal error, or once removed from the cluster).
+func (s *Server) stop() {
 	s.stopOnce.Do(func() {
+		defer close(s.done)
 		close(s.stopping)
 		s.leases.lessor.Stop()
 		s.node.Stop()
@@ -245,10 +293,31 @@ func (s *Server) Stop() {
 }
 
 // Fatal reports an unrecoverable error (the member's state would diverge);
-// the caller exits after Stop.
+// the member stops, Done closes and Err says why.
 func (s *Server) fatal(msg string, err error) {
 	s.log.Error(msg, "error", err)
-	go s.Stop()
+	s.setErr(fmt.Errorf("%s: %w", msg, err))
+	go s.stop()
+}
+
+// Done is closed once the member has stopped, by Stop or on its own (see
+// Err).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is why the member stopped on its own: a fatal error, or ErrRemoved.
+// It is nil while running and after a plain Stop.
+func (s *Server) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+func (s *Server) setErr(err error) {
+	s.errMu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.errMu.Unlock()
 }
 
 // ID is this member's ID.

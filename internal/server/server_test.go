@@ -157,12 +157,12 @@ func TestServerErrors(t *testing.T) {
 func TestResolveClusterRejectsMismatch(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.PeerURLs = []string{"http://127.0.0.1:9"}
-	if _, _, _, err := resolveCluster(cfg); err == nil {
+	if _, err := newClusterIdentity(cfg); err == nil {
 		t.Fatal("mismatched advertise peer URLs accepted")
 	}
 	cfg = testConfig(t, t.TempDir())
 	cfg.Name = "absent"
-	if _, _, _, err := resolveCluster(cfg); err == nil {
+	if _, err := newClusterIdentity(cfg); err == nil {
 		t.Fatal("a name missing from --initial-cluster accepted")
 	}
 }

@@ -114,7 +114,7 @@ func (cu *catchUp) round(h *Hub) (bool, error) {
 	for _, e := range cu.batch {
 		g, created := tix.join(e.key, e.end, e.fromKey)
 		if created {
-			g.slot = len(matched)
+			g.slot = int32(len(matched))
 			matched = append(matched, groupEvents{g: g})
 		}
 		g.watchers = append(g.watchers, e.w)
@@ -137,7 +137,11 @@ func (cu *catchUp) round(h *Hub) (bool, error) {
 				continue // canceled while History was read
 			}
 			if evs, size := m.wanted(w); len(evs) > 0 {
-				w.stream.push(Response{WatchID: w.id, Revision: next - 1, Events: evs, Fragment: w.fragment}, size, w.prevKV, true)
+				if !w.stream.push(Response{WatchID: w.id, Revision: next - 1, Events: evs, Fragment: w.fragment}, size, w.prevKV, false) {
+					// The stream filled up during this round: the
+					// watcher stays where it was until there is room.
+					continue
+				}
 				w.quiet = false
 			}
 			w.minRev = max(w.minRev, next)
@@ -172,8 +176,14 @@ func (cu *catchUp) pickLocked(h *Hub, compactRev int64) bool {
 		if !s.hasRoom() {
 			continue
 		}
+		// Take the stream's lagging watchers from a rotating position,
+		// so that those a full stream turned away come first next time.
 		k := min(len(s.lagging), catchUpWatchers-len(cu.batch))
-		cu.lagging = append(cu.lagging[:0], s.lagging[:k]...)
+		s.lagCursor %= len(s.lagging)
+		cu.lagging = append(cu.lagging[:0], s.lagging[s.lagCursor:]...)
+		cu.lagging = append(cu.lagging, s.lagging[:s.lagCursor]...)
+		cu.lagging = cu.lagging[:k]
+		s.lagCursor += k
 		for _, w := range cu.lagging {
 			if w.minRev < compactRev {
 				h.compactLocked(w, compactRev)

@@ -327,7 +327,7 @@ func (h *Hub) fanOutLoop() {
 			}
 			h.mu.Lock()
 			if run[0].resync {
-				h.resyncLocked(run[0].first)
+				h.resyncLocked(run[0].first, run[0].last)
 			} else {
 				fo.run(h, run)
 			}
@@ -339,13 +339,14 @@ func (h *Hub) fanOutLoop() {
 	}
 }
 
-// resyncLocked sends every synced watcher to the catch-up path, from the
-// first revision it may have missed.
-func (h *Hub) resyncLocked(from int64) {
+// resyncLocked handles a gap in the publications (first..last): every
+// synced watcher that wants any of those revisions goes to the catch-up
+// path, from the first one it may have missed.
+func (h *Hub) resyncLocked(first, last int64) {
 	for s := range h.streams {
 		for _, w := range s.watchers {
-			if w.state == stateSynced {
-				h.lagLocked(w, max(w.minRev, from))
+			if w.state == stateSynced && w.minRev <= last {
+				h.lagLocked(w, max(w.minRev, first))
 			}
 		}
 	}
@@ -381,10 +382,10 @@ func (fo *fanOut) run(h *Hub, run []publication) {
 					continue
 				}
 				if g.mark != pass {
-					g.mark, g.slot = pass, len(fo.touched)
+					g.mark, g.slot = pass, int32(len(fo.touched))
 					fo.touched = append(fo.touched, groupEvents{g: g})
 				}
-				fo.hits = append(fo.hits, fanOutHit{slot: g.slot, ev: ev})
+				fo.hits = append(fo.hits, fanOutHit{slot: int(g.slot), ev: ev})
 			}
 		}
 	}

@@ -14,13 +14,13 @@ type group struct {
 	fromKey bool   // the range has no upper bound
 
 	watchers []*watcher // every watcher of the group, whatever its state; order is irrelevant
-	synced   int        // how many of watchers are synced (receive events from the fan-out)
+	synced   int32      // how many of watchers are synced (receive events from the fan-out)
 
 	// Scratch of the pass that matches events to groups: mark is the pass
 	// that last touched the group, slot the group's position in that
 	// pass's list. Only the goroutine running the pass reads them.
 	mark uint64
-	slot int
+	slot int32
 }
 
 func (g *group) isSingleKey() bool { return g.end == "" && !g.fromKey }

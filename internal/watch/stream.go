@@ -42,9 +42,13 @@ type Response struct {
 	Fragment bool
 }
 
-// nextBatch is how many responses Next takes at most, so that queued bytes
-// are released to the budget in steps while the client is slow.
-const nextBatch = 64
+const (
+	// nextBatch is how many responses Next takes at most, so that queued
+	// bytes are released to the budget in steps while the client is slow.
+	nextBatch = 64
+	// idleQueueCap is the largest queue buffer a drained stream keeps.
+	idleQueueCap = 8
+)
 
 // Stream is one client's set of watches: etcd's watch stream. Its
 // responses are taken, in order, with Next.
@@ -54,8 +58,9 @@ type Stream struct {
 	// Guarded by hub.mu.
 	watchers       map[int64]*watcher
 	nextID         int64
-	lagging        []*watcher // lagging watchers, in the order they fell behind
+	lagging        []*watcher // lagging watchers
 	lagSlot        int        // position in hub.lagStreams, -1 when absent
+	lagCursor      int        // where the next catch-up round starts in lagging
 	progressUsers  int        // watchers with progress_notify
 	progressTimer  *time.Timer
 	progressEvery  time.Duration
@@ -289,8 +294,8 @@ func (s *Stream) Next(ctx context.Context, dst []Response) ([]Response, error) {
 	s.pending -= events
 	if s.head == len(s.queue) {
 		s.head = 0
-		if cap(s.queue) > 4*nextBatch {
-			s.queue = nil // a burst is over; let its memory go
+		if cap(s.queue) > idleQueueCap {
+			s.queue = nil // a burst is over; an idle stream holds no buffer
 		} else {
 			s.queue = s.queue[:0]
 		}

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -20,24 +21,27 @@ type watchSpec struct {
 	req         *pb.WatchCreateRequest
 	cancelAfter int // the consumer cancels the watch after this many events (0: never)
 
-	createdRev   int64
-	responses    []Response // event responses, in order
-	compactRev   int64      // canceled for compaction at this revision
-	canceled     bool       // the canceled response arrived
-	afterCancel  []Response // anything that arrived after it (must stay empty)
-	cancelAsked  bool
-	eventsSeen   int
-	lastEventRev int64
+	createdRev  int64
+	responses   []Response // event responses, in order
+	compactRev  int64      // canceled for compaction at this revision
+	canceled    bool       // the canceled response arrived
+	afterCancel []Response // anything that arrived after it (must stay empty)
+	cancelAsked bool
+	eventsSeen  int
 }
 
 // stressStream is one stream of the stress test and its consumer.
 type stressStream struct {
-	s       *Stream
-	slow    bool
+	s        *Stream
+	slow     bool // not read until the gate opens
+	progress atomic.Int64
+	// progressed is signaled after each progress notification.
+	progressed chan struct{}
+	done       chan struct{} // closed when the consumer stops
+	err        error
+
 	mu      sync.Mutex
 	watches map[int64]*watchSpec
-	done    chan struct{} // closed when the consumer saw the final progress
-	err     error
 }
 
 func (ss *stressStream) spec(id int64) *watchSpec {
@@ -49,15 +53,13 @@ func (ss *stressStream) spec(id int64) *watchSpec {
 	return w
 }
 
-// consume reads the stream until a progress notification at or above
-// *final (once set) arrives.
-func (ss *stressStream) consume(ctx context.Context, gate <-chan struct{}, final *atomic.Int64) {
+// consume reads the stream until ctx ends.
+func (ss *stressStream) consume(ctx context.Context, gate <-chan struct{}) {
 	defer close(ss.done)
 	if ss.slow {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			ss.err = ctx.Err()
 			return
 		}
 	}
@@ -66,19 +68,57 @@ func (ss *stressStream) consume(ctx context.Context, gate <-chan struct{}, final
 		var err error
 		buf, err = ss.s.Next(ctx, buf[:0])
 		if err != nil {
-			ss.err = err
+			if !errors.Is(err, context.Canceled) {
+				ss.err = err
+			}
 			return
 		}
 		for _, r := range buf {
 			if r.WatchID == InvalidWatchID && !r.Created {
-				if f := final.Load(); f > 0 && r.Revision >= f {
-					return
+				// Count it only once every cancel the consumer made
+				// has been answered, so that the barrier covers them.
+				if !ss.cancelsPending() {
+					ss.progress.Store(r.Revision)
 				}
+				signal(ss.progressed)
 				continue
 			}
 			ss.record(r)
 		}
 	}
+}
+
+// waitProgress asks the stream for progress until it reports rev: then
+// every watch of the stream is synced and has been given everything up to
+// rev.
+func (ss *stressStream) waitProgress(ctx context.Context, t *testing.T, rev int64) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond) // re-ask: requests are dropped while watches lag
+	defer tick.Stop()
+	for ss.progress.Load() < rev {
+		ss.s.RequestProgress()
+		select {
+		case <-ss.progressed:
+		case <-tick.C:
+		case <-ss.done:
+			t.Fatalf("consumer stopped: %v", ss.err)
+		case <-ctx.Done():
+			t.Fatalf("stream never reported progress at revision %d", rev)
+		}
+	}
+}
+
+// cancelsPending reports whether the consumer canceled a watch and has
+// not yet read the canceled response.
+func (ss *stressStream) cancelsPending() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, w := range ss.watches {
+		if (w.cancelAsked || w.compactRev != 0) && !w.canceled {
+			return true
+		}
+	}
+	return false
 }
 
 func (ss *stressStream) record(r Response) {
@@ -107,23 +147,23 @@ func (ss *stressStream) record(r Response) {
 }
 
 // TestStress runs 1,000 watches over 8 streams with overlapping ranges
-// while 8 writers commit puts, deletes and transactions; the store is
-// compacted half way and one stream is not read until the writes are
-// over. Every watch must then have received exactly what the final
-// history says it should: in revision order, whole revisions per
-// response, no gap, no duplicate, nothing after its cancel.
+// while 8 writers commit puts, deletes and transactions. Half way the
+// store is compacted; one stream is not read until the writes are over.
+// Every watch must then have received exactly what the final history
+// says it should: in revision order, whole revisions per response, no
+// gap, no duplicate, nothing after its cancel; watches that fell below
+// the compaction must have received a prefix of it and been told so.
 func TestStress(t *testing.T) {
 	const (
-		streams       = 8
-		initial       = 900 // watches created before the writes
-		during        = 100 // watches created while they run
-		writers       = 8
-		opsPerWriter  = 250
-		compactLagRev = 150
+		streams      = 8
+		initial      = 900 // watches created before the writes
+		during       = 100 // watches created during the second half
+		writers      = 8
+		opsPerWriter = 250
 	)
 	hist := newMemHistory()
-	h := testHub(t, hist, Options{StreamBufferBytes: 16 << 10})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	h := testHub(t, hist, Options{StreamBufferBytes: 64 << 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rng := rand.New(rand.NewPCG(7, 11))
 	keyOf := func(i int) string { return fmt.Sprintf("k%d%d", i/10%10, i%10) }
@@ -134,33 +174,46 @@ func TestStress(t *testing.T) {
 	}
 	h.Publish(hist.Rev(), nil)
 
-	var final atomic.Int64
 	gate := make(chan struct{})
 	ss := make([]*stressStream, streams)
 	for i := range ss {
-		ss[i] = &stressStream{s: h.NewStream(), slow: i == 0, watches: make(map[int64]*watchSpec), done: make(chan struct{})}
+		ss[i] = &stressStream{
+			s: h.NewStream(), slow: i == 0, watches: make(map[int64]*watchSpec),
+			progressed: make(chan struct{}, 1), done: make(chan struct{}),
+		}
 		t.Cleanup(ss[i].s.Close)
-		go ss[i].consume(ctx, gate, &final)
+		// A watch that never fires keeps the stream from being empty,
+		// which would stop it answering progress requests.
+		if _, err := ss[i].s.Watch(&pb.WatchCreateRequest{Key: []byte("quiet"), WatchId: quietWatch}); err != nil {
+			t.Fatal(err)
+		}
+		go ss[i].consume(ctx, gate)
 	}
-	var createMu sync.Mutex // guards rng while creating
+	defer func() {
+		cancel()
+		for _, st := range ss {
+			<-st.done
+		}
+	}()
+	var createMu sync.Mutex // guards rng
 	create := func(pastRev int64) {
 		createMu.Lock()
 		st := ss[rng.IntN(streams)]
 		k := rng.IntN(100)
 		req := &pb.WatchCreateRequest{}
-		switch rng.IntN(6) {
-		case 0, 1:
+		switch n := rng.IntN(20); {
+		case n < 10:
 			req.Key = []byte(keyOf(k))
-		case 2:
+		case n < 15: // a prefix of 10 keys
 			req.Key, req.RangeEnd = []byte(keyOf(k)[:2]), []byte(keyOf(k)[:1]+string(rune(keyOf(k)[1]+1)))
-		case 3:
-			req.Key, req.RangeEnd = []byte("k"), []byte("l")
-		case 4:
-			req.Key, req.RangeEnd = []byte(keyOf(k)), []byte{0}
-		case 5:
+		case n < 18:
 			req.Key, req.RangeEnd = []byte(keyOf(k)), []byte(keyOf(min(k+rng.IntN(30)+1, 99))+"\x00")
+		case n < 19:
+			req.Key, req.RangeEnd = []byte(keyOf(k)), []byte{0}
+		default:
+			req.Key, req.RangeEnd = []byte("k"), []byte("l")
 		}
-		if rng.IntN(4) == 0 && pastRev > 0 {
+		if rng.IntN(4) == 0 {
 			req.StartRevision = 1 + rng.Int64N(pastRev)
 		}
 		if rng.IntN(8) == 0 {
@@ -185,121 +238,95 @@ func TestStress(t *testing.T) {
 		create(hist.Rev())
 	}
 
-	// The applier: commits the writers' operations one revision each,
-	// publishing several revisions at a time when they queue up, and
-	// compacts half way.
-	ops := make(chan []op, 64)
-	applied := make(chan struct{})
-	go func() {
-		defer close(applied)
-		total, compacted := 0, false
-		for {
-			first, ok := <-ops
-			if !ok {
-				return
-			}
-			batch := [][]op{first}
-		more:
-			for len(batch) < 4 {
-				select {
-				case o, ok := <-ops:
-					if !ok {
+	// The applier commits the writers' operations one revision each and
+	// publishes several revisions at once when they queue up.
+	writeHalf := func(half int, alongside func()) int64 {
+		ops := make(chan []op, 64)
+		applied := make(chan struct{})
+		go func() {
+			defer close(applied)
+			for first := range ops {
+				batch := [][]op{first}
+			more:
+				for len(batch) < 4 {
+					select {
+					case o, ok := <-ops:
+						if !ok {
+							break more
+						}
+						batch = append(batch, o)
+					default:
 						break more
 					}
-					batch = append(batch, o)
-				default:
-					break more
 				}
-			}
-			var evs []mvccpb.Event
-			for _, o := range batch {
-				_, e := hist.commit(o...)
-				evs = append(evs, e...)
-			}
-			h.Publish(hist.Rev(), evs)
-			total += len(batch)
-			if !compacted && total >= writers*opsPerWriter/2 {
-				compacted = true
-				hist.compactAt(hist.Rev() - compactLagRev)
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for wr := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(wr), 99))
-			for i := range opsPerWriter {
-				var o []op
-				switch r.IntN(4) {
-				case 0, 1:
-					o = []op{put(keyOf(r.IntN(100)), fmt.Sprintf("w%d-%d", wr, i))}
-				case 2:
-					o = []op{del(keyOf(r.IntN(100)))}
-				case 3:
-					base := r.IntN(90)
-					for j := range 2 + r.IntN(3) {
-						if r.IntN(3) == 0 {
-							o = append(o, del(keyOf(base+j*3)))
-						} else {
-							o = append(o, put(keyOf(base+j*3), fmt.Sprintf("t%d-%d", wr, i)))
-						}
-					}
+				var evs []mvccpb.Event
+				for _, o := range batch {
+					_, e := hist.commit(o...)
+					evs = append(evs, e...)
 				}
-				select {
-				case ops <- o:
-				case <-ctx.Done():
-					return
-				}
+				h.Publish(hist.Rev(), evs)
 			}
 		}()
+		var wg sync.WaitGroup
+		for wr := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(wr), uint64(half)))
+				for i := range opsPerWriter / 2 {
+					select {
+					case ops <- randomOps(r, keyOf, fmt.Sprintf("w%d-%d-%d", wr, half, i)):
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+		}
+		if alongside != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				alongside()
+			}()
+		}
+		wg.Wait()
+		close(ops)
+		<-applied
+		return hist.Rev()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+
+	mid := writeHalf(0, nil)
+	for _, st := range ss[1:] {
+		st.waitProgress(ctx, t, mid)
+	}
+	hist.compactAt(100 + (mid-100)/2)
+	final := writeHalf(1, func() {
 		for range during {
 			create(hist.Rev())
 		}
-	}()
-	wg.Wait()
-	close(ops)
-	<-applied
-	final.Store(hist.Rev())
+	})
 	close(gate)
-
-	// Ask every stream for progress until it reports the final revision.
 	for _, st := range ss {
-		tick := time.NewTicker(20 * time.Millisecond)
-	wait:
-		for {
-			st.s.RequestProgress()
-			select {
-			case <-st.done:
-				break wait
-			case <-tick.C:
-			case <-ctx.Done():
-				t.Fatalf("stream never reported progress at revision %d", final.Load())
-			}
-		}
-		tick.Stop()
-		if st.err != nil {
-			t.Fatalf("consumer: %v", st.err)
-		}
+		st.waitProgress(ctx, t, final)
 	}
 
 	compactRev := hist.CompactRev()
-	checked, compactedWatches, canceledWatches := 0, 0, 0
+	checked, exact, compacted, canceled := 0, 0, 0, 0
 	for _, st := range ss {
 		st.mu.Lock()
 		for id, w := range st.watches {
+			if id == quietWatch {
+				continue
+			}
 			checkStressWatch(t, id, w, hist, compactRev)
 			checked++
-			if w.compactRev != 0 {
-				compactedWatches++
-			}
-			if w.cancelAsked {
-				canceledWatches++
+			switch {
+			case w.compactRev != 0:
+				compacted++
+			case w.cancelAsked:
+				canceled++
+			default:
+				exact++
 			}
 		}
 		st.mu.Unlock()
@@ -307,11 +334,35 @@ func TestStress(t *testing.T) {
 	if checked != initial+during {
 		t.Fatalf("checked %d watches, want %d", checked, initial+during)
 	}
-	if compactedWatches == 0 || canceledWatches == 0 {
-		t.Fatalf("the run must exercise compaction and cancel: %d compacted, %d canceled", compactedWatches, canceledWatches)
+	if compacted == 0 || canceled == 0 || exact < initial/2 {
+		t.Fatalf("the run must exercise compaction, cancel and full delivery: %d compacted, %d canceled, %d complete", compacted, canceled, exact)
 	}
-	t.Logf("final revision %d, compacted at %d; %d watches compacted, %d canceled by their client",
-		final.Load(), compactRev, compactedWatches, canceledWatches)
+	t.Logf("final revision %d, compacted at %d; %d watches complete, %d compacted, %d canceled by their client",
+		final, compactRev, exact, compacted, canceled)
+}
+
+// quietWatch is the ID of each stream's watch on a key nobody writes.
+const quietWatch = 1 << 40
+
+// randomOps returns one revision's worth of writes: a put, a delete, or a
+// transaction over 2 to 4 distinct keys.
+func randomOps(r *rand.Rand, keyOf func(int) string, value string) []op {
+	switch r.IntN(4) {
+	case 0, 1:
+		return []op{put(keyOf(r.IntN(100)), value)}
+	case 2:
+		return []op{del(keyOf(r.IntN(100)))}
+	}
+	var o []op
+	base := r.IntN(90)
+	for j := range 2 + r.IntN(3) {
+		if r.IntN(3) == 0 {
+			o = append(o, del(keyOf(base+j*3)))
+		} else {
+			o = append(o, put(keyOf(base+j*3), value))
+		}
+	}
+	return o
 }
 
 // checkStressWatch compares what a watch received with the history.

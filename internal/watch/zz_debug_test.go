@@ -16,3 +16,41 @@ func dumpHub(t testing.TB, h *Hub) {
 		}
 	}
 }
+
+func dumpHubBrief(h *Hub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fmt.Printf("pubRev=%d fanRev=%d lagStreams=%d progressQ=%d compact=%d\n", h.pubRev.Load(), h.fanRev, len(h.lagStreams), len(h.progressQ), h.hist.CompactRev())
+	for s := range h.streams {
+		s.mu.Lock()
+		fmt.Printf(" stream asked=%d target=%d queued=%v lagging=%d bytes=%d qlen=%d behind=%v\n", s.progressAsked, s.progressTarget, s.progressQueued, len(s.lagging), s.bytes, len(s.queue)-s.head, s.behind)
+		s.mu.Unlock()
+		n := 0
+		for _, w := range s.watchers {
+			if w.state != stateSynced && n < 5 {
+				n++
+				fmt.Printf("  w%d state=%d minRev=%d startRev=%d\n", w.id, w.state, w.minRev, w.startRev)
+			}
+		}
+	}
+}
+
+func dumpLag(h *Hub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lag, below := 0, 0
+	for s := range h.streams {
+		s.mu.Lock()
+		fmt.Printf(" stream lagging=%d bytes=%d qlen=%d\n", len(s.lagging), s.bytes, len(s.queue)-s.head)
+		s.mu.Unlock()
+		for _, w := range s.watchers {
+			if w.state == stateLagging {
+				lag++
+				if w.minRev < h.hist.CompactRev() {
+					below++
+				}
+			}
+		}
+	}
+	fmt.Printf("pub=%d fan=%d lagging=%d below=%d\n", h.pubRev.Load(), h.fanRev, lag, below)
+}

@@ -68,6 +68,15 @@ func (m *maintenanceService) HashKV(ctx context.Context, r *pb.HashKVRequest) (*
 	return resp, nil
 }
 
+// MoveLeader hands leadership to another voter; only the leader accepts
+// it, as in etcd (etcdctl move-leader asks the leader's endpoint).
+func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	if err := m.srv.MoveLeader(ctx, r.TargetID); err != nil {
+		return nil, toClusterGRPCError(err)
+	}
+	return &pb.MoveLeaderResponse{}, nil // no header, as etcd
+}
+
 // Defragment has nothing to reclaim in the in-memory engine; it answers
 // as etcd does (an empty response without a header).
 func (m *maintenanceService) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {

@@ -34,6 +34,7 @@ type Member interface {
 	Rev() int64
 
 	LeaseMember
+	ClusterMember
 }
 
 var _ Member = (*server.Server)(nil)

@@ -66,6 +66,8 @@ func NewClientServer(cfg Config) *ClientServer {
 		// after 2 h and drop them after 20 s without an answer.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(leaderGuard{srv: cfg.Member}.unary),
+		grpc.ChainStreamInterceptor(leaderGuard{srv: cfg.Member}.stream),
 	)
 	hdr := headerFiller{srv: cfg.Member}
 	pb.RegisterKVServer(gs, &kvService{srv: cfg.Member, hdr: hdr, maxTxnOps: int(cfg.MaxTxnOps)})

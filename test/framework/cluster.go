@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,10 @@ type ClusterConfig struct {
 	ExtraFlags []string
 	// ReadyTimeout bounds start-up; 0 means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+	// PeerProxies puts a test-owned TCP proxy in front of every member's
+	// peer port (Cluster.Network): members listen on a private port and
+	// advertise the proxy, so tests can cut a member off and heal it.
+	PeerProxies bool
 }
 
 // Cluster is a set of members of the target under test, bootstrapped
@@ -44,7 +49,15 @@ type ClusterConfig struct {
 type Cluster struct {
 	target   Target
 	repoRoot string
-	members  []*Member
+	binary   string
+	baseDir  string
+	cfg      ClusterConfig
+	network  *PeerNetwork // nil without PeerProxies
+
+	// mu guards members against the proxies' reads (memberPIDs); the
+	// test's goroutine is the only writer.
+	mu      sync.Mutex
+	members []*Member
 }
 
 // NewCluster starts a cluster for the target named by E2E_TARGET and waits
@@ -70,18 +83,19 @@ func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = DefaultReadyTimeout
 	}
-	c := &Cluster{target: target, repoRoot: repoRoot}
 	baseDir := t.TempDir()
+	c := &Cluster{target: target, repoRoot: repoRoot, binary: binary, baseDir: baseDir, cfg: cfg}
 	// Registered after TempDir, so it runs before the directory is removed
 	// and the logs can still be read.
 	t.Cleanup(func() { c.cleanup(t) })
 
 	for attempt := 1; ; attempt++ {
-		err := c.bootstrap(binary, baseDir, cfg)
+		err := c.bootstrap(cfg)
 		if err == nil {
 			return c
 		}
 		c.killAll(t)
+		c.closeProxies()
 		if !c.lostPortRace() || attempt == startAttempts {
 			t.Fatalf("start %d-member %s cluster: %v", cfg.Size, target, err)
 		}
@@ -96,46 +110,20 @@ func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 
 // bootstrap (re)builds the members on freshly reserved ports, starts them
 // all, then waits for each to be ready.
-func (c *Cluster) bootstrap(binary, baseDir string, cfg ClusterConfig) error {
-	ports, err := reserveLoopbackPorts(2 * cfg.Size)
-	if err != nil {
-		return err
-	}
-	names := make([]string, cfg.Size)
+func (c *Cluster) bootstrap(cfg ClusterConfig) error {
+	c.setMembers(nil)
 	peers := make([]string, cfg.Size)
 	for i := range cfg.Size {
-		names[i] = "m" + strconv.Itoa(i)
-		peers[i] = fmt.Sprintf("%s=http://127.0.0.1:%d", names[i], ports[2*i+1])
+		m, err := c.newMember("m" + strconv.Itoa(i))
+		if err != nil {
+			return err
+		}
+		c.setMembers(append(c.members, m))
+		peers[i] = m.name + "=" + m.peerURL
 	}
 	initialCluster := strings.Join(peers, ",")
-	extra := append(append([]string(nil), cfg.ExtraFlags...), strings.Fields(os.Getenv(ExtraFlagsEnvVar))...)
-
-	c.members = make([]*Member, cfg.Size)
-	for i, name := range names {
-		m := &Member{
-			name:      name,
-			binary:    binary,
-			dataDir:   filepath.Join(baseDir, name+".data"),
-			clientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
-			peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
-			logPath:   filepath.Join(baseDir, name+".log"),
-		}
-		m.args = []string{
-			"--name=" + m.name,
-			"--data-dir=" + m.dataDir,
-			"--listen-client-urls=" + m.clientURL,
-			"--advertise-client-urls=" + m.clientURL,
-			"--listen-peer-urls=" + m.peerURL,
-			"--initial-advertise-peer-urls=" + m.peerURL,
-			"--initial-cluster=" + initialCluster,
-			"--initial-cluster-state=new",
-			"--initial-cluster-token=" + clusterToken,
-		}
-		if cfg.SnapshotCount > 0 {
-			m.args = append(m.args, "--snapshot-count="+strconv.Itoa(cfg.SnapshotCount))
-		}
-		m.args = append(m.args, extra...)
-		c.members[i] = m
+	for _, m := range c.members {
+		m.setArgs(initialCluster, "new")
 	}
 	// Members of a multi-member cluster can only elect a leader once a
 	// quorum runs, so all are started before any is waited for.
@@ -147,6 +135,73 @@ func (c *Cluster) bootstrap(binary, baseDir string, cfg ClusterConfig) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ReadyTimeout)
 	defer cancel()
 	return c.WaitReady(ctx)
+}
+
+// newMember builds a member on fresh loopback ports (behind a new proxy
+// when the cluster uses them), without its --initial-cluster flags.
+func (c *Cluster) newMember(name string) (*Member, error) {
+	ports, err := reserveLoopbackPorts(3)
+	if err != nil {
+		return nil, err
+	}
+	m := &Member{
+		name:          name,
+		binary:        c.binary,
+		dataDir:       filepath.Join(c.baseDir, name+".data"),
+		clientURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		peerURL:       fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		peerListenURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		logPath:       filepath.Join(c.baseDir, name+".log"),
+		cfg:           c.cfg,
+	}
+	if c.cfg.PeerProxies {
+		if c.network == nil {
+			c.network = newPeerNetwork(c.memberPIDs)
+		}
+		addr, err := c.network.addProxy(name, fmt.Sprintf("127.0.0.1:%d", ports[2]), fmt.Sprintf("127.0.0.1:%d", ports[1]))
+		if err != nil {
+			return nil, err
+		}
+		m.peerURL = "http://" + addr
+	}
+	return m, nil
+}
+
+// Network is the peer proxies' network (ClusterConfig.PeerProxies), nil
+// without them.
+func (c *Cluster) Network() *PeerNetwork { return c.network }
+
+// memberPIDs maps the running members' process IDs to their names.
+func (c *Cluster) memberPIDs() map[int]string {
+	c.mu.Lock()
+	members := c.members
+	c.mu.Unlock()
+	pids := map[int]string{}
+	for _, m := range members {
+		if m.Running() {
+			pids[m.PID()] = m.name
+		}
+	}
+	return pids
+}
+
+// NewJoiningMember prepares a member (not started, not yet in the cluster)
+// on fresh ports, under the cluster's cleanup. Announce its PeerURL with
+// `member add`, then start it with Member.Join and the initial cluster
+// etcdctl printed.
+func (c *Cluster) NewJoiningMember(name string) (*Member, error) {
+	m, err := c.newMember(name)
+	if err != nil {
+		return nil, err
+	}
+	c.setMembers(append(c.members, m))
+	return m, nil
+}
+
+func (c *Cluster) setMembers(ms []*Member) {
+	c.mu.Lock()
+	c.members = ms
+	c.mu.Unlock()
 }
 
 // lostPortRace reports whether a member died because its port was taken.
@@ -232,8 +287,17 @@ func (c *Cluster) killAll(t testing.TB) {
 	}
 }
 
+// closeProxies closes the peer proxies, if any.
+func (c *Cluster) closeProxies() {
+	if c.network != nil {
+		c.network.close()
+		c.network = nil
+	}
+}
+
 func (c *Cluster) cleanup(t testing.TB) {
 	c.killAll(t)
+	c.closeProxies()
 	if !t.Failed() {
 		return
 	}

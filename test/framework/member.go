@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,8 +43,12 @@ type Member struct {
 	args      []string
 	dataDir   string
 	clientURL string
-	peerURL   string
-	logPath   string
+	// peerURL is the advertised peer URL; peerListenURL the one the
+	// member listens on. They differ when a proxy sits in front.
+	peerURL       string
+	peerListenURL string
+	logPath       string
+	cfg           ClusterConfig
 
 	mu     sync.Mutex
 	proc   *serverProcess // nil before the first Start; the last run after exit
@@ -56,8 +61,39 @@ func (m *Member) Name() string { return m.name }
 // ClientURL is the member's advertised client URL, e.g. http://127.0.0.1:40001.
 func (m *Member) ClientURL() string { return m.clientURL }
 
-// PeerURL is the member's advertised peer URL.
+// PeerURL is the member's advertised peer URL (its proxy's, if any).
 func (m *Member) PeerURL() string { return m.peerURL }
+
+// setArgs builds the command line for joining initialCluster in state
+// "new" or "existing".
+func (m *Member) setArgs(initialCluster, state string) {
+	m.args = []string{
+		"--name=" + m.name,
+		"--data-dir=" + m.dataDir,
+		"--listen-client-urls=" + m.clientURL,
+		"--advertise-client-urls=" + m.clientURL,
+		"--listen-peer-urls=" + m.peerListenURL,
+		"--initial-advertise-peer-urls=" + m.peerURL,
+		"--initial-cluster=" + initialCluster,
+		"--initial-cluster-state=" + state,
+		"--initial-cluster-token=" + clusterToken,
+	}
+	if m.cfg.SnapshotCount > 0 {
+		m.args = append(m.args, "--snapshot-count="+strconv.Itoa(m.cfg.SnapshotCount))
+	}
+	m.args = append(m.args, m.cfg.ExtraFlags...)
+	m.args = append(m.args, strings.Fields(os.Getenv(ExtraFlagsEnvVar))...)
+}
+
+// Join starts a member made by Cluster.NewJoiningMember with
+// --initial-cluster-state=existing, without waiting for it to be ready (a
+// learner never passes WaitReady's linearizable read).
+func (m *Member) Join(initialCluster string) error {
+	m.mu.Lock()
+	m.setArgs(initialCluster, "existing")
+	m.mu.Unlock()
+	return m.Start()
+}
 
 // Endpoint is the client URL's host:port, the form etcdctl and the
 // benchmark tool take.

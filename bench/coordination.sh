@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Side-by-side coordination benchmark of MetaStore and the reference etcd 3.6.
+#
+# Starts one single-member server per target (own ports, own data dir under
+# a temporary directory) and runs bench/coordbench against all of them:
+# contended lock acquire/release cycles per second (10 and 100 contenders)
+# and election failover time (graceful resign and crash, i.e. lease loss).
+#
+# Environment knobs:
+#   TARGETS="metastore etcd"   which servers to run (either or both)
+#   CONTENDERS=10,100          contender counts of the lock benchmark
+#   DURATION=10s               length of each lock run
+#   FAILOVERS=20               failovers measured per kind
+#   METASTORE_FLAGS=""         extra flags for bin/metastore
+#   KEEP=1                     keep the work directory (logs, data) afterwards
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TARGETS="${TARGETS:-metastore etcd}"
+CONTENDERS="${CONTENDERS:-10,100}"
+DURATION="${DURATION:-10s}"
+FAILOVERS="${FAILOVERS:-20}"
+METASTORE_FLAGS="${METASTORE_FLAGS:-}"
+KEEP="${KEEP:-}"
+GO="${GO:-go}"
+
+etcdctl="$root/bin/ref/etcdctl"
+ready_timeout=30
+
+declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
+declare -A client_port=([metastore]=22479 [etcd]=32479)
+declare -A peer_port=([metastore]=22480 [etcd]=32480)
+declare -A pid=()
+
+log() { echo "coordination: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+for target in $TARGETS; do
+	[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want metastore and/or etcd)"
+	[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
+done
+[[ -x "$etcdctl" ]] || die "reference etcdctl missing: run make tools"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-coordbench.XXXXXX")"
+cleanup() {
+	for target in "${!pid[@]}"; do
+		kill "${pid[$target]}" 2>/dev/null || true
+		wait "${pid[$target]}" 2>/dev/null || true
+	done
+	if [[ -n "$KEEP" ]]; then
+		log "logs and data kept in $work"
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+
+endpoint() { echo "127.0.0.1:${client_port[$1]}"; }
+
+start_server() {
+	local target=$1 name="coord-$1" client peer
+	client="http://$(endpoint "$target")"
+	peer="http://127.0.0.1:${peer_port[$target]}"
+	local extra=()
+	if [[ "$target" == metastore && -n "$METASTORE_FLAGS" ]]; then
+		read -r -a extra <<<"$METASTORE_FLAGS"
+	fi
+	"${binary[$target]}" --name="$name" --data-dir="$work/$target.data" \
+		--listen-client-urls="$client" --advertise-client-urls="$client" \
+		--listen-peer-urls="$peer" --initial-advertise-peer-urls="$peer" \
+		--initial-cluster="$name=$peer" --initial-cluster-state=new \
+		"${extra[@]}" >"$work/$target.log" 2>&1 &
+	pid[$target]=$!
+}
+
+wait_ready() {
+	local target=$1 deadline=$((SECONDS + ready_timeout))
+	until "$etcdctl" --endpoints="$(endpoint "$target")" --command-timeout=2s \
+		endpoint health >/dev/null 2>&1; do
+		kill -0 "${pid[$target]}" 2>/dev/null || die "$target exited during start-up; log: $work/$target.log"
+		((SECONDS < deadline)) || die "$target not healthy after ${ready_timeout}s; log: $work/$target.log"
+		sleep 0.2
+	done
+}
+
+args=()
+for target in $TARGETS; do
+	start_server "$target"
+done
+for target in $TARGETS; do
+	wait_ready "$target"
+	args+=(--target "$target=$(endpoint "$target")")
+done
+
+# Build first so compilation is not mistaken for a slow server.
+(cd "$root" && "$GO" build -o "$work/coordbench" ./bench/coordbench)
+"$work/coordbench" "${args[@]}" --contenders="$CONTENDERS" --duration="$DURATION" --failovers="$FAILOVERS"

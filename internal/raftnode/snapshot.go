@@ -1,0 +1,227 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+// PersistentImage is an Image of a state machine whose storage engine
+// keeps the state on disk by itself (the RocksDB engine). For such a state
+// machine a routine snapshot needs no copy of the state: raftnode calls
+// Persist instead of WriteTo and writes a snapshot file that holds only a
+// marker (see doc.go, "Snapshots persisted in place").
+type PersistentImage interface {
+	Image
+	// PersistsInPlace reports whether Persist can stand in for WriteTo.
+	// False (an engine that keeps its state in memory only) makes raftnode
+	// write the image out as for any Image.
+	PersistsInPlace() bool
+	// Persist makes the engine hold, durably across power loss, at least
+	// the state the image captures. It runs in the snapshot goroutine,
+	// concurrently with later Applies.
+	Persist() error
+}
+
+// inPlaceMarker is the whole image of a snapshot file whose state is kept
+// in the state machine's engine. No state machine image is exactly these
+// bytes: every engine's image starts with its own magic.
+const inPlaceMarker = "MSRAFT-STATE-IN-ENGINE\x00\x01"
+
+// markerImage writes inPlaceMarker.
+type markerImage struct{}
+
+func (markerImage) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.WriteString(w, inPlaceMarker)
+	return int64(n), err
+}
+
+// inPlace returns img as a PersistentImage if its engine can persist it
+// where it is.
+func inPlace(img Image) (PersistentImage, bool) {
+	p, ok := img.(PersistentImage)
+	if !ok || !p.PersistsInPlace() {
+		return nil, false
+	}
+	return p, true
+}
+
+// inspectSnapshot validates the file for ref (like snapfile.Store.Load) and
+// reports whether it holds only the in-place marker. Reading a full image
+// stops at its size, so this costs one validation pass like Load.
+func (n *Node) inspectSnapshot(ref snapfile.Ref) (meta raftpb.SnapshotMetadata, inEngine bool, err error) {
+	img, err := n.snaps.OpenImage(ref)
+	if err != nil {
+		return meta, false, err
+	}
+	meta = img.Metadata
+	if img.Size == int64(len(inPlaceMarker)) {
+		var data []byte
+		// Reading to the end re-checks the checksum.
+		data, err = io.ReadAll(img)
+		inEngine = err == nil && string(data) == inPlaceMarker
+	}
+	if cerr := img.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return meta, false, fmt.Errorf("read snapshot %s: %w", n.snaps.Path(ref), err)
+	}
+	return meta, inEngine, nil
+}
+
+// noteFullSnapshot records that the file of the snapshot at index holds a
+// full image, which the transport may stream to a follower. The index
+// only grows: a full image older than the newest one is never needed.
+func (n *Node) noteFullSnapshot(index uint64) {
+	for old := n.fullSnapshotIndex.Load(); index > old; old = n.fullSnapshotIndex.Load() {
+		if n.fullSnapshotIndex.CompareAndSwap(old, index) {
+			return
+		}
+	}
+}
+
+// raftStorage is what raft reads its log from: raft.MemoryStorage, except
+// that Snapshot never hands raft a snapshot whose file holds only the
+// in-place marker. raft asks for a snapshot only to send it to a follower
+// whose entries the log no longer has, and the transport streams the
+// snapshot's file; so for an in-place snapshot Snapshot asks the apply
+// loop for a full one and answers ErrSnapshotTemporarilyUnavailable, which
+// makes raft retry on a later heartbeat response, by when the full
+// snapshot has replaced it in MemoryStorage.
+type raftStorage struct {
+	*raft.MemoryStorage
+	n *Node
+}
+
+func (s raftStorage) Snapshot() (raftpb.Snapshot, error) {
+	snap, err := s.MemoryStorage.Snapshot()
+	if err != nil || raft.IsEmptySnap(snap) || snap.Metadata.Index == s.n.fullSnapshotIndex.Load() {
+		return snap, err
+	}
+	select {
+	case s.n.fullSnapshotWanted <- struct{}{}:
+	default: // a request is already pending
+	}
+	return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+}
+
+// wantFullSnapshot handles raft's request for a snapshot it can send: the
+// apply loop takes a full one as soon as it may, unless the newest
+// snapshot already is (or is being written as) a full image.
+func (n *Node) wantFullSnapshot() error {
+	st := &n.apply
+	if st.snapshotFull {
+		return nil
+	}
+	st.wantFull = true
+	return n.maybeSnapshot()
+}
+
+// maybeSnapshot starts a snapshot once SnapshotCount entries were applied
+// since the last one, or when raft needs a full image to send. The image
+// is taken here, between two Applies; persisting it and compacting behind
+// it happen in the background while applying goes on. One snapshot is in
+// flight at a time.
+func (n *Node) maybeSnapshot() error {
+	st := &n.apply
+	due := st.applied-st.snapshotIndex > n.cfg.SnapshotCount
+	if st.processed < st.applied || st.applied == 0 || !(due || st.wantFull) || n.snapshotting.Load() {
+		// (processed < applied: raft is still redelivering entries the
+		// state machine holds, so confState is not yet that of applied.)
+		return nil
+	}
+	img, err := n.sm.Snapshot()
+	if err != nil {
+		return fmt.Errorf("raftnode: state machine snapshot at %d: %w", st.applied, err)
+	}
+	persistent, inEngine := inPlace(img)
+	if st.wantFull {
+		inEngine = false
+	}
+	meta := raftpb.SnapshotMetadata{Index: st.applied, Term: st.appliedTerm, ConfState: st.confState}
+	st.snapshotIndex = st.applied
+	st.snapshotFull = !inEngine
+	st.wantFull = false
+	n.snapshotting.Store(true)
+	n.snapshotWG.Add(1)
+	if inEngine {
+		go n.persistSnapshot(meta, img, persistent)
+	} else {
+		go n.persistSnapshot(meta, img, nil)
+	}
+	return nil
+}
+
+// persistSnapshot makes the snapshot durable (writing the image to its
+// file, or, for persistent, letting the engine persist it and writing a
+// marker file), records it in the WAL, then lets raft's in-memory log and
+// the WAL drop what it covers. The order matters: a WAL marker is written
+// only for a durable snapshot, and nothing is released before the marker
+// is durable.
+func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image, persistent PersistentImage) {
+	defer n.snapshotWG.Done()
+	defer n.snapshotting.Store(false)
+	defer img.Release()
+	start := time.Now()
+	var (
+		size int64
+		err  error
+	)
+	if persistent != nil {
+		if err := persistent.Persist(); err != nil {
+			n.fail(fmt.Errorf("raftnode: persist snapshot %d in the state machine's engine: %w", meta.Index, err))
+			return
+		}
+		size, err = n.snaps.Save(meta, markerImage{})
+	} else {
+		size, err = n.snaps.Save(meta, img)
+	}
+	if err != nil {
+		n.fail(fmt.Errorf("raftnode: save snapshot %d: %w", meta.Index, err))
+		return
+	}
+	if persistent == nil {
+		n.noteFullSnapshot(meta.Index)
+	}
+	if err := n.wal.SaveSnapshot(wal.Snapshot{Index: meta.Index, Term: meta.Term}); err != nil {
+		n.fail(fmt.Errorf("raftnode: record snapshot %d in WAL: %w", meta.Index, err))
+		return
+	}
+	// Raft snapshots carry no data: the image is the file, which the
+	// transport streams when raft sends this snapshot to a follower.
+	if _, err := n.storage.CreateSnapshot(meta.Index, &meta.ConfState, nil); err != nil {
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			// A newer snapshot from the leader was installed meanwhile,
+			// or this full image replaced the in-place marker of the
+			// snapshot at the same index.
+			return
+		}
+		n.fail(fmt.Errorf("raftnode: create raft snapshot %d: %w", meta.Index, err))
+		return
+	}
+	// Keep SnapshotCatchUpEntries entries before the snapshot so that a
+	// follower slightly behind catches up from the log, not a snapshot.
+	if meta.Index > n.cfg.SnapshotCatchUpEntries {
+		compactTo := meta.Index - n.cfg.SnapshotCatchUpEntries
+		if err := n.storage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+			n.fail(fmt.Errorf("raftnode: compact raft log to %d: %w", compactTo, err))
+			return
+		}
+	}
+	if err := n.wal.ReleaseTo(meta.Index); err != nil {
+		n.fail(fmt.Errorf("raftnode: release WAL to %d: %w", meta.Index, err))
+		return
+	}
+	took := time.Since(start)
+	n.metrics.snapshotSaveSeconds.Observe(took.Seconds())
+	n.logger.Info("saved snapshot", "index", meta.Index, "term", meta.Term, "in_engine", persistent != nil,
+		"file", n.snaps.Path(snapfile.Ref{Term: meta.Term, Index: meta.Index}), "bytes", size, "took", took)
+}

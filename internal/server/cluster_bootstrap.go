@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.etcd.io/raft/v3"
+
+	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+// fetchMembersTimeout bounds asking one running peer for the member list
+// when joining an existing cluster.
+const fetchMembersTimeout = 5 * time.Second
+
+// identity is who this member is in which cluster, and how raft starts.
+type identity struct {
+	memberID, clusterID uint64
+	// bootstrap holds the initial configuration of a new cluster (fresh
+	// data dir, --initial-cluster-state=new).
+	bootstrap []raft.Peer
+	// join starts raft empty, to be fed by the leader (fresh data dir,
+	// --initial-cluster-state=existing).
+	join bool
+	// peers are the other members to reach before the replicated member
+	// list is known: the initial cluster, or the running cluster's list.
+	peers map[uint64][]string
+}
+
+// resolveIdentity decides this member's identity, as etcd's bootstrap does:
+//
+//   - a data dir with a log: the IDs recorded in it. With
+//     --initial-cluster-state=new they must also be the IDs the flags
+//     derive, otherwise the data dir belongs to another member or cluster
+//     and the member refuses to start. With =existing (members added at
+//     runtime have IDs no flag derives) the log is trusted, as etcd does.
+//   - a fresh data dir, new cluster: IDs derived from --initial-cluster and
+//     the token; raft bootstraps with every initial member.
+//   - a fresh data dir, existing cluster: the member list is fetched from
+//     the running members' peer URLs, must match --initial-cluster, and
+//     gives this member's ID (the one `member add` chose) and the cluster
+//     ID; raft starts empty and the leader sends it the state.
+func resolveIdentity(cfg Config, memberDir string, client *http.Client) (identity, error) {
+	walDir := filepath.Join(memberDir, "wal")
+	exists, err := wal.Exists(walDir)
+	if err != nil {
+		return identity{}, fmt.Errorf("server: %w", err)
+	}
+	if exists {
+		return restartIdentity(cfg, walDir)
+	}
+	if cfg.NewCluster {
+		return newClusterIdentity(cfg)
+	}
+	return joinIdentity(cfg, client)
+}
+
+func restartIdentity(cfg Config, walDir string) (identity, error) {
+	meta, err := readWALMetadata(walDir, cfg.Logger)
+	if err != nil {
+		return identity{}, err
+	}
+	if cfg.NewCluster {
+		derived, err := newClusterIdentity(cfg)
+		if err != nil {
+			return identity{}, err
+		}
+		if derived.memberID != meta.MemberID || derived.clusterID != meta.ClusterID {
+			return identity{}, fmt.Errorf("data dir %s belongs to member %x of cluster %x, but --name=%s with this --initial-cluster and --initial-cluster-token is member %x of cluster %x: refusing to start "+
+				"(use the data dir of this member, remove it to start afresh, or pass --initial-cluster-state=existing for a member added with `member add`)",
+				filepath.Dir(filepath.Dir(walDir)), meta.MemberID, meta.ClusterID, cfg.Name, derived.memberID, derived.clusterID)
+		}
+		// The peers are known from the flags already; the member list in
+		// the log confirms them once loaded.
+		derived.bootstrap = nil
+		return derived, nil
+	}
+	cfg.Logger.Info("restarting from the data dir; --initial-cluster flags are ignored",
+		"member-id", fmt.Sprintf("%x", meta.MemberID), "cluster-id", fmt.Sprintf("%x", meta.ClusterID))
+	return identity{memberID: meta.MemberID, clusterID: meta.ClusterID, peers: map[uint64][]string{}}, nil
+}
+
+// readWALMetadata reads the member and cluster IDs a log was created for.
+func readWALMetadata(walDir string, logger *slog.Logger) (wal.Metadata, error) {
+	w, rec, err := wal.Open(walDir, wal.Options{Logger: logger})
+	if err != nil {
+		return wal.Metadata{}, fmt.Errorf("server: read member identity from %s: %w", walDir, err)
+	}
+	if err := w.Close(); err != nil {
+		return wal.Metadata{}, fmt.Errorf("server: close %s after reading the member identity: %w", walDir, err)
+	}
+	return rec.Metadata, nil
+}
+
+// newClusterIdentity derives the IDs from --initial-cluster as etcd does.
+func newClusterIdentity(cfg Config) (identity, error) {
+	id := identity{peers: map[uint64][]string{}}
+	ids := make([]uint64, 0, len(cfg.InitialCluster))
+	for _, m := range cfg.InitialCluster {
+		memberID := membership.MemberID(m.PeerURLs, cfg.InitialClusterToken, nil)
+		ids = append(ids, memberID)
+		if m.Name == cfg.Name {
+			id.memberID = memberID
+			if !sameURLs(m.PeerURLs, cfg.PeerURLs) {
+				return identity{}, fmt.Errorf("--initial-cluster has %s=%v but --initial-advertise-peer-urls is %v: they must match", m.Name, m.PeerURLs, cfg.PeerURLs)
+			}
+		} else {
+			id.peers[memberID] = slices.Clone(m.PeerURLs)
+		}
+		data, err := (&membershippb.Member{
+			ID:             memberID,
+			RaftAttributes: &membershippb.RaftAttributes{PeerUrls: m.PeerURLs},
+		}).Marshal()
+		if err != nil {
+			return identity{}, fmt.Errorf("encode member %s: %w", m.Name, err)
+		}
+		id.bootstrap = append(id.bootstrap, raft.Peer{ID: memberID, Context: data})
+	}
+	if id.memberID == 0 {
+		return identity{}, fmt.Errorf("couldn't find local name %q in the initial cluster configuration", cfg.Name)
+	}
+	id.clusterID = membership.ClusterID(ids)
+	return id, nil
+}
+
+// joinIdentity fetches the running cluster's member list from the peer
+// URLs of --initial-cluster and matches it against the flags (etcd's
+// ValidateClusterAndAssignIDs): same member count, every running member's
+// peer URLs equal to one --initial-cluster entry's.
+func joinIdentity(cfg Config, client *http.Client) (identity, error) {
+	var urls []string
+	for _, m := range cfg.InitialCluster {
+		if m.Name != cfg.Name {
+			urls = append(urls, m.PeerURLs...)
+		}
+	}
+	if len(urls) == 0 {
+		return identity{}, errors.New("--initial-cluster-state=existing but --initial-cluster names no other member to join")
+	}
+	remote, err := fetchClusterMembers(client, urls)
+	if err != nil {
+		return identity{}, fmt.Errorf("cannot fetch cluster info from peer urls: %w", err)
+	}
+	if len(remote.Members) != len(cfg.InitialCluster) {
+		return identity{}, fmt.Errorf("error validating peerURLs: member count is unequal: the running cluster has %d members, --initial-cluster names %d", len(remote.Members), len(cfg.InitialCluster))
+	}
+	id := identity{clusterID: remote.ClusterID, join: true, peers: map[uint64][]string{}}
+	for _, rm := range remote.Members {
+		i := slices.IndexFunc(cfg.InitialCluster, func(m membership.InitialMember) bool { return sameURLs(m.PeerURLs, rm.PeerURLs) })
+		if i < 0 {
+			return identity{}, fmt.Errorf("error validating peerURLs: no match found for existing member (%x, %v) in --initial-cluster", rm.ID, rm.PeerURLs)
+		}
+		if cfg.InitialCluster[i].Name == cfg.Name {
+			id.memberID = rm.ID
+		} else {
+			id.peers[rm.ID] = slices.Clone(rm.PeerURLs)
+		}
+	}
+	if id.memberID == 0 {
+		return identity{}, fmt.Errorf("the running cluster has no member with peer URLs %v: add it with `etcdctl member add` first", cfg.PeerURLs)
+	}
+	return id, nil
+}
+
+// fetchClusterMembers asks each URL in turn for the member list and
+// returns the first answer.
+func fetchClusterMembers(client *http.Client, urls []string) (remoteCluster, error) {
+	var errs []error
+	for _, u := range urls {
+		ctx, cancel := context.WithTimeout(context.Background(), fetchMembersTimeout)
+		rc, err := getMembers(ctx, client, u)
+		cancel()
+		if err == nil {
+			return rc, nil
+		}
+		errs = append(errs, err)
+	}
+	return remoteCluster{}, errors.Join(errs...)
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/metastore-io/metastore/internal/lease"
+	"github.com/metastore-io/metastore/internal/membership"
+)
+
+// Requests forwarded between members travel as protobuf bytes over the
+// peer transport's request/response path. The reply carries its own
+// outcome, so that an error the serving member decided on (a lease that
+// does not exist, a learner that lags) reaches the caller as the same
+// sentinel error, while transport failures stay transport errors:
+//
+//	reply = status u8 | body
+//	status 0: body is the protobuf response
+//	status 1: body is the error text (one of forwardedErrors, or any other)
+//
+// For example a keep-alive for an unknown lease comes back as
+// 0x01 "lease not found" and is decoded to lease.ErrLeaseNotFound.
+const (
+	replyOK    byte = 0
+	replyError byte = 1
+)
+
+// forwardedErrors are the errors a forwarded request can end with that the
+// caller acts on; their texts are unique (they are etcd's).
+var forwardedErrors = []error{
+	lease.ErrLeaseNotFound,
+	lease.ErrNotPrimary,
+	ErrLearnerNotReady,
+	ErrNotLeader,
+	ErrNotEnoughStartedMembers,
+	ErrStopped,
+	ErrTimeout,
+	ErrNoLeader,
+	membership.ErrIDNotFound,
+	membership.ErrIDRemoved,
+	membership.ErrMemberNotLearner,
+}
+
+var (
+	// errMalformedReply is returned for a reply that does not decode.
+	errMalformedReply = errors.New("server: malformed forwarded reply")
+	// errForwardFailed wraps a failure to deliver a forwarded request or
+	// to receive its reply: the other member may never have seen it.
+	errForwardFailed = errors.New("server: forwarding failed")
+)
+
+func isForwardFailure(err error) bool { return errors.Is(err, errForwardFailed) }
+
+// encodeReply builds the reply to a forwarded request.
+func encodeReply(body []byte, err error) []byte {
+	if err != nil {
+		return append([]byte{replyError}, err.Error()...)
+	}
+	return append([]byte{replyOK}, body...)
+}
+
+// marshaler is a generated protobuf message.
+type marshaler interface{ Marshal() ([]byte, error) }
+
+// encodeMessageReply marshals msg into an OK reply, or encodes err.
+func encodeMessageReply(msg marshaler, err error) []byte {
+	if err != nil {
+		return encodeReply(nil, err)
+	}
+	body, merr := msg.Marshal()
+	if merr != nil {
+		return encodeReply(nil, fmt.Errorf("server: encode forwarded reply: %w", merr))
+	}
+	return encodeReply(body, nil)
+}
+
+// decodeReply splits a reply into the protobuf body or the error it
+// carries, mapped back to a sentinel error where one has that text.
+func decodeReply(reply []byte) ([]byte, error) {
+	if len(reply) == 0 {
+		return nil, errMalformedReply
+	}
+	switch reply[0] {
+	case replyOK:
+		return reply[1:], nil
+	case replyError:
+		text := string(reply[1:])
+		for _, known := range forwardedErrors {
+			if known.Error() == text {
+				return nil, known
+			}
+		}
+		return nil, errors.New(text)
+	}
+	return nil, fmt.Errorf("%w: status %d", errMalformedReply, reply[0])
+}

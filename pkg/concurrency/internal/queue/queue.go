@@ -1,0 +1,105 @@
+// Package queue is the waiting line shared by the mutexes and elections of
+// pkg/concurrency and the fenced locks of pkg/concurrency/lock.
+//
+// A queue is a key prefix. Each participant owns one key under it, attached
+// to the participant's lease; the key with the smallest create revision is
+// the head (the lock holder, the leader). For the prefix "/jobs/lock/":
+//
+//	/jobs/lock/6a   create revision 41   head
+//	/jobs/lock/6b   create revision 42   waits for 6a
+//	/jobs/lock/6c   create revision 45   waits for 6b
+//
+// Join puts a participant in line with one transaction that also reads the
+// head, so an uncontended acquisition is a single round trip. Await blocks
+// until nobody is ahead any more, watching only the nearest predecessor at
+// a time, so a release wakes exactly one waiter.
+package queue
+
+import (
+	"context"
+	"errors"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrWatchLost is returned by Await when its watch channel closed while
+// neither the context nor the watch said why (etcd's wording).
+var ErrWatchLost = errors.New("lost watcher waiting for delete")
+
+// Position is a participant's place in a queue after Join.
+type Position struct {
+	// Rev is the create revision of the participant's key.
+	Rev int64
+	// Head reports whether the participant is first in line.
+	Head bool
+	// Header is the header of the Join transaction.
+	Header *pb.ResponseHeader
+}
+
+// Join creates key (under prefix, attached to lease, holding val) unless it
+// exists, in which case the participant keeps its place, and reports where
+// it stands, all in one transaction.
+func Join(ctx context.Context, client *clientv3.Client, prefix, key, val string, lease clientv3.LeaseID) (Position, error) {
+	head := clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)
+	resp, err := client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease)), head).
+		Else(clientv3.OpGet(key), head).
+		Commit()
+	if err != nil {
+		return Position{}, err
+	}
+	pos := Position{Rev: resp.Header.Revision, Header: resp.Header}
+	if !resp.Succeeded {
+		pos.Rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+	}
+	first := resp.Responses[1].GetResponseRange().Kvs
+	pos.Head = len(first) == 0 || first[0].CreateRevision == pos.Rev
+	return pos, nil
+}
+
+// Await blocks until no key under prefix has a create revision below rev,
+// that is until everyone ahead in line is gone. It watches only the nearest
+// predecessor; when that key is deleted it looks again, since the key may
+// have belonged to a waiter that left rather than to the head.
+//
+// Errors are returned unwrapped, as etcd's package returns them, so callers
+// can compare them with rpctypes' sentinels and context's errors.
+func Await(ctx context.Context, client *clientv3.Client, prefix string, rev int64) error {
+	nearest := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	for {
+		resp, err := client.Get(ctx, prefix, nearest...)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		if err := awaitDelete(ctx, client, string(resp.Kvs[0].Key), resp.Header.Revision); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitDelete blocks until key is deleted at or after revision rev.
+func awaitDelete(ctx context.Context, client *clientv3.Client, key string, rev int64) error {
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var last clientv3.WatchResponse
+	for last = range client.Watch(watchCtx, key, clientv3.WithRev(rev)) {
+		for _, ev := range last.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	if err := last.Err(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return ErrWatchLost
+}

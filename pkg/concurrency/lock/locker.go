@@ -1,0 +1,284 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/metastore-io/metastore/pkg/concurrency/internal/queue"
+)
+
+// The errors of this package.
+var (
+	// ErrLocked is returned by TryLock when another owner holds the lock.
+	ErrLocked = errors.New("lock: held by another owner")
+	// ErrLockNotHeld is returned when a released lock is used.
+	ErrLockNotHeld = errors.New("lock: not held")
+	// ErrOwnershipLost is returned when the lock expired or was taken over
+	// while the handle still thought it held it.
+	ErrOwnershipLost = errors.New("lock: ownership lost")
+	// ErrLockAlreadyHeld is returned by Lock and TryLock for a name the
+	// same Locker already holds.
+	ErrLockAlreadyHeld = errors.New("lock: already held by this process")
+)
+
+// errKeyLostWhileWaiting means the contender's lease expired while it was
+// queued; Lock retries with a new lease.
+var errKeyLostWhileWaiting = errors.New("lock: lease expired while waiting")
+
+const (
+	// DefaultTTL is a lock's lease TTL unless Config.TTL or WithTTL says
+	// otherwise.
+	DefaultTTL = 10 * time.Second
+	// DefaultRetryInterval spaces Lock's attempts after transient errors.
+	DefaultRetryInterval = 200 * time.Millisecond
+	// cleanupTimeout bounds the revoke that removes an abandoned attempt's
+	// key; if it times out the lease expires on its own.
+	cleanupTimeout = 5 * time.Second
+)
+
+// Config configures a Locker.
+type Config struct {
+	// Client is the connection to MetaStore (or etcd). Required.
+	Client *clientv3.Client
+	// Prefix is prepended to every lock name.
+	Prefix string
+	// TTL is the default lease TTL of a lock; 0 means DefaultTTL. The
+	// server rounds it up to whole seconds and to its minimum TTL.
+	TTL time.Duration
+	// RetryInterval is the default pause between attempts after a
+	// transient error; 0 means DefaultRetryInterval.
+	RetryInterval time.Duration
+	// Logger receives retries and losses; nil discards them.
+	Logger *slog.Logger
+}
+
+// Locker acquires locks. It remembers which names it holds, so share one
+// Locker per process.
+type Locker struct {
+	client        *clientv3.Client
+	prefix        string
+	ttl           time.Duration
+	retryInterval time.Duration
+	log           *slog.Logger
+
+	mu   sync.Mutex
+	held map[string]*Lock // by name
+}
+
+// NewLocker returns a Locker for cfg.
+func NewLocker(cfg Config) (*Locker, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("lock: Config.Client is required")
+	}
+	if cfg.TTL < 0 || cfg.RetryInterval < 0 {
+		return nil, fmt.Errorf("lock: negative TTL %v or retry interval %v", cfg.TTL, cfg.RetryInterval)
+	}
+	l := &Locker{
+		client:        cfg.Client,
+		prefix:        cfg.Prefix,
+		ttl:           cmpOr(cfg.TTL, DefaultTTL),
+		retryInterval: cmpOr(cfg.RetryInterval, DefaultRetryInterval),
+		log:           cfg.Logger,
+		held:          make(map[string]*Lock),
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	return l, nil
+}
+
+func cmpOr(d, fallback time.Duration) time.Duration {
+	if d == 0 {
+		return fallback
+	}
+	return d
+}
+
+// Option adjusts one Lock or TryLock call.
+type Option func(*options)
+
+type options struct {
+	ttl           time.Duration
+	retryInterval time.Duration
+	manualRenewal bool
+	owner         string
+}
+
+// WithTTL sets this lock's lease TTL (rounded up to whole seconds).
+func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl } }
+
+// WithRetryInterval sets the pause between attempts after transient errors.
+func WithRetryInterval(d time.Duration) Option { return func(o *options) { o.retryInterval = d } }
+
+// WithManualRenewal stops background renewal once the lock is held: the
+// holder must call Renew at least once per TTL or lose the lock.
+func WithManualRenewal() Option { return func(o *options) { o.manualRenewal = true } }
+
+// WithOwner stores owner (a host name, a pod, a job ID) as the value of the
+// lock's key, for operators to see.
+func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
+
+// Lock acquires the lock called name, waiting in FIFO order behind earlier
+// contenders until ctx ends. Transient errors are retried every retry
+// interval. ctx bounds only the acquisition; the lock is held until Unlock
+// or until it is lost.
+func (l *Locker) Lock(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	return l.acquire(ctx, name, true, opts)
+}
+
+// TryLock acquires the lock called name if nobody holds it, and returns
+// ErrLocked otherwise, without waiting.
+func (l *Locker) TryLock(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	return l.acquire(ctx, name, false, opts)
+}
+
+func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Option) (*Lock, error) {
+	if name == "" || strings.Contains(name, "\x00") {
+		return nil, fmt.Errorf("lock: invalid name %q", name)
+	}
+	o := options{ttl: l.ttl, retryInterval: l.retryInterval}
+	for _, apply := range opts {
+		apply(&o)
+	}
+	if o.ttl <= 0 || o.retryInterval <= 0 {
+		return nil, fmt.Errorf("lock %q: TTL %v and retry interval %v must be positive", name, o.ttl, o.retryInterval)
+	}
+	if l.holding(name) {
+		return nil, fmt.Errorf("lock %q: %w", name, ErrLockAlreadyHeld)
+	}
+	for {
+		h, err := l.attempt(ctx, name, wait, o)
+		if err == nil {
+			l.register(h)
+			return h, nil
+		}
+		if errors.Is(err, ErrLocked) || ctx.Err() != nil || !retryable(err) {
+			return nil, fmt.Errorf("lock %q: %w", name, err)
+		}
+		l.log.Warn("lock attempt failed, retrying", "lock", name, "retry-in", o.retryInterval, "error", err)
+		retry := time.NewTimer(o.retryInterval)
+		select {
+		case <-retry.C:
+		case <-ctx.Done():
+			retry.Stop()
+			return nil, fmt.Errorf("lock %q: %w (last attempt: %w)", name, ctx.Err(), err)
+		}
+	}
+}
+
+// attempt is one try: a fresh lease, a place in the queue, and (if wait)
+// the wait for everyone ahead to leave.
+func (l *Locker) attempt(ctx context.Context, name string, wait bool, o options) (*Lock, error) {
+	ttlSeconds := int64(math.Ceil(o.ttl.Seconds()))
+	grant, err := l.client.Grant(ctx, ttlSeconds)
+	if err != nil {
+		return nil, fmt.Errorf("grant lease: %w", err)
+	}
+	h, err := l.newLock(name, grant.ID, time.Duration(grant.TTL)*time.Second, o)
+	if err != nil {
+		l.revoke(ctx, grant.ID)
+		return nil, err
+	}
+	pos, err := queue.Join(ctx, l.client, h.queuePrefix, h.key, o.owner, grant.ID)
+	if err != nil {
+		h.abandon()
+		return nil, fmt.Errorf("join queue: %w", err)
+	}
+	h.token = pos.Rev
+	if !pos.Head {
+		if !wait {
+			h.abandon()
+			return nil, ErrLocked
+		}
+		if err := queue.Await(ctx, l.client, h.queuePrefix, pos.Rev); err != nil {
+			h.abandon()
+			return nil, fmt.Errorf("wait for earlier holders: %w", err)
+		}
+		own, err := l.client.Get(ctx, h.key)
+		if err != nil {
+			h.abandon()
+			return nil, fmt.Errorf("confirm ownership: %w", err)
+		}
+		if len(own.Kvs) == 0 || own.Kvs[0].CreateRevision != h.token {
+			h.abandon()
+			return nil, errKeyLostWhileWaiting
+		}
+	}
+	h.held(o.manualRenewal)
+	return h, nil
+}
+
+// revoke removes a lease (and with it the attempt's key) on a context that
+// survives the caller's cancellation, bounded so a dead server cannot hang
+// the caller: an unrevoked lease simply expires.
+func (l *Locker) revoke(ctx context.Context, id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if _, err := l.client.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		l.log.Debug("revoke lock lease failed; it will expire", "lease", fmt.Sprintf("%x", int64(id)), "error", err)
+	}
+}
+
+func (l *Locker) holding(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.held[name]
+	return ok
+}
+
+// register records h as held. Another handle of this Locker may still be
+// recorded for the name if two goroutines queued for it and the first lost
+// the lock without noticing yet; the server just gave the lock to h, so the
+// older handle is told it is lost.
+func (l *Locker) register(h *Lock) {
+	l.mu.Lock()
+	prev := l.held[h.name]
+	l.held[h.name] = h
+	l.mu.Unlock()
+	if prev != nil && prev != h {
+		prev.markLost("a newer holder in the same Locker acquired the lock")
+	}
+}
+
+// forget drops h from the held set, unless the name already belongs to a
+// newer handle.
+func (l *Locker) forget(h *Lock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[h.name] == h {
+		delete(l.held, h.name)
+	}
+}
+
+// retryable reports whether err is worth another attempt: the connection
+// or the cluster had trouble, or the contender's lease or watch was lost.
+// Context errors, ErrLocked and invalid requests are not.
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.Is(err, errKeyLostWhileWaiting), errors.Is(err, queue.ErrWatchLost),
+		errors.Is(err, rpctypes.ErrLeaseNotFound), errors.Is(err, rpctypes.ErrCompacted),
+		errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrLeaderChanged),
+		errors.Is(err, rpctypes.ErrTimeout), errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail),
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost), errors.Is(err, rpctypes.ErrStopped):
+		return true
+	}
+	// status.Code looks through wrapping.
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}

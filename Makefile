@@ -28,7 +28,7 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build tools run test test-unit test-e2e test-e2e-etcd bench lint clean
+.PHONY: help deps build tools run test test-unit test-e2e test-e2e-etcd test-linearizability-long bench bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
@@ -39,7 +39,9 @@ help:
 	@echo "make test-unit      unit tests with -race (everything but ./test/...)"
 	@echo "make test-e2e       e2e suite against E2E_TARGET (default metastore)"
 	@echo "make test-e2e-etcd  e2e suite against the reference etcd (validates the tests)"
+	@echo "make test-linearizability-long  10-minute linearizability check under kill/pause/partition faults"
 	@echo "make bench          Go benchmarks of ./internal/..., then bench/compare.sh (MetaStore vs etcd)"
+	@echo "make bench-cluster  bench/cluster.sh: 3-member MetaStore vs 3-member etcd"
 	@echo "make lint           go vet and staticcheck $(STATICCHECK_VERSION)"
 	@echo "make clean          remove $(BIN_DIR)/ and data/"
 
@@ -88,9 +90,18 @@ test-e2e:
 test-e2e-etcd: tools
 	E2E_TARGET=etcd $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 
+# make test runs the linearizability check for 60 s (part of ./test/...);
+# this runs it for 10 minutes, against E2E_TARGET.
+LIN_DURATION ?= 10m
+test-linearizability-long: build tools
+	E2E_TARGET=$(E2E_TARGET) $(GO) test -count=1 -timeout 30m -run TestLinearizability -v ./test/linearizability/ -args -lin.duration=$(LIN_DURATION)
+
 bench: build tools
 	$(GO) test -run '^$$' -bench . ./internal/...
 	bench/compare.sh
+
+bench-cluster: build tools
+	bench/cluster.sh
 
 $(STATICCHECK):
 	GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -5,8 +5,9 @@
 #
 # For each target, one at a time (so that they do not compete for the
 # machine): start a single-member server on a fresh data dir; load the keys
-# (put req/s); read RSS; run random linearizable Gets (range req/s); stop
-# it with SIGTERM and measure the data dir; start it again and time how
+# (put req/s); read RSS; run random linearizable Gets (range req/s) and
+# read RSS again (caches filled by reads); stop it with SIGTERM and
+# measure the data dir; start it again and time how
 # long it takes to answer a linearizable read of the last key loaded
 # (restart-to-first-read, counted from the exec); read RSS again. Then
 # print one table. The client side is bench/engines (a small Go program);
@@ -18,6 +19,8 @@
 #   CLIENTS=256 CONNS=16           concurrent requests and gRPC connections
 #   RANGE_TOTAL=100000             Gets in the range measurement
 #   STEP_TIMEOUT=300               seconds any one step may take
+#   METASTORE_FLAGS=""             extra flags for both MetaStore targets
+#                                  (e.g. --rocksdb-block-cache-bytes=67108864)
 #   KEEP=1                         keep the work directory (logs, data)
 set -euo pipefail
 
@@ -30,6 +33,7 @@ CLIENTS="${CLIENTS:-256}"
 CONNS="${CONNS:-16}"
 RANGE_TOTAL="${RANGE_TOTAL:-100000}"
 STEP_TIMEOUT="${STEP_TIMEOUT:-300}"
+METASTORE_FLAGS="${METASTORE_FLAGS:-}"
 KEEP="${KEEP:-}"
 
 # Ports are picked per target (pick_ports), and kept for its restart (the
@@ -43,7 +47,7 @@ log() { echo "engines: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 declare -A binary=([memory]="$root/bin/metastore" [rocksdb]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-declare -A flags=([memory]="--storage-engine=memory" [rocksdb]="--storage-engine=rocksdb" [etcd]="")
+declare -A flags=([memory]="--storage-engine=memory $METASTORE_FLAGS" [rocksdb]="--storage-engine=rocksdb $METASTORE_FLAGS" [etcd]="")
 for target in $TARGETS; do
 	[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want memory, rocksdb and/or etcd)"
 	[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
@@ -132,6 +136,7 @@ for target in $TARGETS; do
 	log "$target: $RANGE_TOTAL random linearizable gets"
 	out="$(client range -total="$RANGE_TOTAL")" || die "$target: range failed; log: $work/$target.log"
 	result[$target.range]="$(value range_rps "$out")"
+	result[$target.rss_range]="$(rss_mib)"
 	log "$target: stop and restart"
 	stop_server
 	result[$target.disk]="$(du -sm "$work/$target.data" | cut -f1)"
@@ -149,6 +154,7 @@ rows=(
 	"put req/s:put"
 	"range req/s (linearizable):range"
 	"RSS after load (MiB):rss_load"
+	"RSS after the gets (MiB):rss_range"
 	"data dir (MiB):disk"
 	"restart to first read (ms):first_read"
 	"RSS after restart (MiB):rss_restart"

@@ -113,13 +113,17 @@ func run(ctx context.Context, o *options) error {
 		return srv.Err()
 	}
 
-	clients := etcdcompat.NewClientServer(etcdcompat.Config{
+	clients, err := etcdcompat.NewClientServer(etcdcompat.Config{
 		Member:          srv,
 		MaxRequestBytes: o.maxRequestBytes,
 		MaxTxnOps:       o.maxTxnOps,
 		Logger:          logger,
 		Metrics:         registry,
 	})
+	if err != nil {
+		srv.Stop()
+		return err
+	}
 	serveErr := make(chan error, len(listeners))
 	for _, l := range listeners {
 		logger.Info("serving client traffic", "address", l.Addr().String())

@@ -17,4 +17,16 @@
 // same order on every member. It is persisted as protobuf
 // (membershippb.Member) in the store's auxiliary bucket 'c', written in the
 // same batch as the entry that changed it.
+//
+// Changes are validated as etcd validates them (validate.go): an ID is
+// never reused (removed IDs are remembered), a peer URL belongs to one
+// member, only a learner can be promoted, and at most --max-learners
+// learners exist. The server checks a change before proposing it, for
+// etcd's error, and again when applying it, against replicated state only,
+// so every member decides alike. The quorum guards of
+// --strict-reconfig-check (ReadyToAddVoter, ReadyToRemoveVoter,
+// ReadyToPromote) count started members: those that published their name.
+// For example, with voters A and B started and C not, adding a fourth
+// voter is refused (2 started of 4 is below a quorum of 3), while
+// removing C is allowed (A and B are a quorum of the remaining two).
 package membership

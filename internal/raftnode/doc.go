@@ -75,7 +75,7 @@
 // and a member never receives a marker (persist refuses one anyway).
 //
 // Example, SnapshotCount 10000, a RocksDB member and a follower that fell
-// behind: snapshots at 10001 and 20002 are markers (files of ~100 bytes);
+// behind: snapshots at 10001 and 20002 are markers (files of 60 bytes);
 // at 25000 raft wants to send the follower a snapshot, gets
 // "temporarily unavailable", the apply loop writes a full image at 25000
 // (applied index then), and raft sends that one on the next heartbeat.
@@ -93,12 +93,12 @@
 // engine behind it has lost data it had made durable, and Start refuses.
 // A RocksDB member therefore restarts without reading any image: its
 // engine reports what it holds, and only the WAL entries after that are
-// applied again. The WAL entries after the snapshot and the hard state are loaded
-// into MemoryStorage, and raft is restarted with Applied = snapshot index:
-// raft redelivers every committed entry after the snapshot, the apply loop
-// passes to Apply only those above the state machine's AppliedIndex, and
-// feeds every conf change among them back to raft (ApplyConfChange), which
-// rebuilds its configuration that way. (Starting raft at the state
+// applied again. The WAL entries after the snapshot and the hard state
+// are loaded into MemoryStorage, and raft is restarted with Applied =
+// snapshot index: raft redelivers every committed entry after the
+// snapshot, the apply loop passes to Apply only those above the state
+// machine's AppliedIndex, and feeds every conf change among them back to
+// raft (ApplyConfChange), which rebuilds its configuration that way. (Starting raft at the state
 // machine's AppliedIndex instead would skip those conf changes.) A member
 // that is its configuration's only voter campaigns at once on restart
 // (skipElectionWaitIfAlone) rather than after an election timeout, so

@@ -100,10 +100,9 @@
 // and rebuilds its key index with one AscendOnce pass (kvstore.BulkReader)
 // over the revisions, and Raft replays the entries after that index.
 //
-// AscendOnce, and WriteTo, iterate with fill_cache off and a 2 MiB
-// readahead: a pass over every block must neither evict what readers use
-// nor leave the block cache full (up to BlockCacheSize resident) of blocks
-// nobody asked for.
+// AscendOnce, and WriteTo, iterate with fill_cache off: a pass over every
+// block must neither evict what readers use nor leave the block cache full
+// (up to BlockCacheSize resident) of blocks nobody asked for.
 //
 // # Image format (ReadView.WriteTo, Backend.Restore)
 //

@@ -72,14 +72,13 @@ func (v *readView) Descend(start, end []byte, fn func(key, value []byte) bool) e
 // layer's key index rebuild at start-up (kvstore.BulkReader). Its blocks
 // bypass the block cache (fill_cache off): a million-key pass would
 // otherwise evict what readers use and leave the whole cache, 256 MiB by
-// default, resident right after a restart. Reads go ahead by
-// bulkReadahead, as the pass is sequential.
+// default, resident right after a restart; it also runs faster (0.8 s
+// instead of 1.4 s for a million revisions here). An explicit
+// readahead_size did not help: RocksDB already reads ahead on its own for
+// sequential iteration.
 func (v *readView) AscendOnce(start, end []byte, fn func(key, value []byte) bool) error {
 	return v.scanWith(start, end, false, true, fn)
 }
-
-// bulkReadahead is the read size of AscendOnce's iterator.
-const bulkReadahead = 2 << 20
 
 func (v *readView) scan(start, end []byte, reverse bool, fn func(key, value []byte) bool) error {
 	return v.scanWith(start, end, reverse, false, fn)
@@ -132,7 +131,6 @@ func (v *readView) iterator(start, end []byte, bulk bool) boundedIterator {
 	opts.SetSnapshot(v.snap)
 	if bulk {
 		opts.SetFillCache(false)
-		opts.SetReadaheadSize(bulkReadahead)
 	}
 	if len(start) > 0 {
 		opts.SetIterateLowerBound(bytes.Clone(start))

@@ -39,6 +39,9 @@ const (
 	// learnerReadyRatio is how much of the leader's log a learner must have
 	// applied before it may be promoted (etcd's readyPercentThreshold).
 	learnerReadyRatio = 0.9
+	// learnerProbeTimeout bounds asking a learner how far it got: one
+	// that cannot answer that quickly is not in sync.
+	learnerProbeTimeout = time.Second
 	// removedStopDelay lets the conf change that removed this member reach
 	// the others before it stops (etcd waits the same second).
 	removedStopDelay = time.Second
@@ -186,6 +189,8 @@ func (s *Server) learnerReady(ctx context.Context, id uint64) error {
 	if s.transport == nil {
 		return ErrLearnerNotReady
 	}
+	ctx, cancel := context.WithTimeout(ctx, learnerProbeTimeout)
+	defer cancel()
 	body, err := s.forward(ctx, id, methodMemberStatus, &pb.StatusRequest{})
 	if err != nil {
 		s.log.Warn("rejecting promote: cannot reach the learner", "learner", fmt.Sprintf("%x", id), "error", err)
@@ -259,7 +264,9 @@ func (s *Server) transferLeadershipOnStop() {
 	if best == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.reqTimeout)
+	// raft abandons a transfer after an election timeout; waiting much
+	// longer would only delay the stop (the transferee may have just died).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*s.ElectionTimeout())
 	defer cancel()
 	if err := s.MoveLeader(ctx, best); err != nil {
 		s.log.Warn("leadership transfer before stopping failed", "transferee", fmt.Sprintf("%x", best), "error", err)

@@ -123,10 +123,13 @@ func (cu *catchUp) round(h *Hub) (bool, error) {
 		ev := &evs[i]
 		cu.groups = tix.match(ev.Kv.Key, cu.groups[:0])
 		for _, g := range cu.groups {
-			matched[g.slot].evs = append(matched[g.slot].evs, ev)
+			matched[g.slot].add(ev)
 		}
 	}
 	clear(cu.groups)
+	for i := range matched {
+		matched[i].seal()
+	}
 
 	h.mu.Lock()
 	defer h.mu.Unlock()

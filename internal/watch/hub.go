@@ -64,10 +64,14 @@ const (
 	defaultStreamBufferBytes = 1 << 20
 	defaultBacklogEvents     = 1 << 16
 
-	// fanOutBatchEvents is how many published events one fan-out pass
-	// takes at most (whole commits, so a single large commit can exceed
-	// it). It bounds the size of the responses the fan-out builds.
+	// fanOutBatchEvents is how many published events the fan-out takes
+	// from the backlog at a time (whole commits, so a single large commit
+	// can exceed it). It bounds the size of the responses it builds.
 	fanOutBatchEvents = 4096
+	// fanOutChunkHits is about how many (event, group) matches the
+	// fan-out gathers before it queues responses: it bounds the fan-out's
+	// scratch memory when many groups match every event.
+	fanOutChunkHits = 1 << 16
 )
 
 // ErrClosed is returned by a Stream that was closed, or whose hub was.
@@ -82,6 +86,7 @@ type Hub struct {
 	budget   int
 	maxLog   int
 	metrics  *metrics
+	blocks   *sync.Pool // outbox blocks shared by the streams
 
 	// pubMu guards the backlog: what Publish handed over and the fan-out
 	// has not taken yet. It is held only for O(1) work so that Publish
@@ -167,6 +172,7 @@ func newHub(hist History, opts Options) (*Hub, error) {
 		budget:      opts.StreamBufferBytes,
 		maxLog:      opts.BacklogEvents,
 		metrics:     m,
+		blocks:      newBlockPool(),
 		index:       newIndex(),
 		streams:     make(map[*Stream]struct{}),
 		fanWake:     make(chan struct{}, 1),
@@ -349,97 +355,5 @@ func (h *Hub) resyncLocked(first, last int64) {
 				h.lagLocked(w, max(w.minRev, first))
 			}
 		}
-	}
-}
-
-// fanOut is the fan-out's scratch space, reused from pass to pass.
-type fanOut struct {
-	groups  []*group
-	hits    []fanOutHit
-	touched []groupEvents
-	bounds  []int
-}
-
-type fanOutHit struct {
-	slot int
-	ev   *mvccpb.Event
-}
-
-// run delivers a run of publications to the synced watchers: it matches
-// every event to groups, gathers each touched group's events into one
-// shared slice, and queues one response per watcher that wants any.
-func (fo *fanOut) run(h *Hub, run []publication) {
-	h.pass++
-	pass := h.pass
-	fo.hits, fo.touched = fo.hits[:0], fo.touched[:0]
-	for i := range run {
-		evs := run[i].events
-		for j := range evs {
-			ev := &evs[j]
-			fo.groups = h.index.match(ev.Kv.Key, fo.groups[:0])
-			for _, g := range fo.groups {
-				if g.synced == 0 {
-					continue
-				}
-				if g.mark != pass {
-					g.mark, g.slot = pass, int32(len(fo.touched))
-					fo.touched = append(fo.touched, groupEvents{g: g})
-				}
-				fo.hits = append(fo.hits, fanOutHit{slot: int(g.slot), ev: ev})
-			}
-		}
-	}
-	clear(fo.groups)
-	if len(fo.hits) == 0 {
-		return
-	}
-	// One allocation holds every group's events; each group gets a
-	// full-capacity-limited window of it, shared by its watchers and kept
-	// alive by the responses that reference it.
-	shared := make([]*mvccpb.Event, len(fo.hits))
-	bounds := append(fo.bounds[:0], make([]int, len(fo.touched)+1)...)
-	for _, ht := range fo.hits {
-		bounds[ht.slot+1]++
-	}
-	for i := 1; i < len(bounds); i++ {
-		bounds[i] += bounds[i-1]
-	}
-	for i := range fo.touched {
-		lo, hi := bounds[i], bounds[i+1]
-		fo.touched[i].evs = shared[lo:lo:hi]
-	}
-	fo.bounds = bounds
-	for _, ht := range fo.hits {
-		t := &fo.touched[ht.slot]
-		t.evs = append(t.evs, ht.ev)
-	}
-	first, last := run[0].first, run[len(run)-1].last
-	for i := range fo.touched {
-		h.deliverLocked(&fo.touched[i], first, last)
-	}
-	clear(fo.hits)
-	clear(fo.touched)
-}
-
-// deliverLocked queues a group's events, matched over revisions
-// first..last, to each of its synced watchers.
-func (h *Hub) deliverLocked(m *groupEvents, first, last int64) {
-	for _, w := range m.g.watchers {
-		if w.state != stateSynced {
-			continue
-		}
-		evs, size := m.wanted(w)
-		if len(evs) == 0 {
-			continue
-		}
-		if !w.stream.push(Response{WatchID: w.id, Revision: last, Events: evs, Fragment: w.fragment}, size, w.prevKV, false) {
-			// The client is not keeping up: stop feeding the watcher
-			// here; it will read these revisions from History once its
-			// stream has room again.
-			h.lagLocked(w, max(w.minRev, first))
-			continue
-		}
-		w.quiet = false
-		w.minRev = last + 1
 	}
 }

@@ -46,8 +46,6 @@ const (
 	// nextBatch is how many responses Next takes at most, so that queued
 	// bytes are released to the budget in steps while the client is slow.
 	nextBatch = 64
-	// idleQueueCap is the largest queue buffer a drained stream keeps.
-	idleQueueCap = 8
 )
 
 // Stream is one client's set of watches: etcd's watch stream. Its
@@ -68,16 +66,19 @@ type Stream struct {
 	progressTarget int64 // the revision published when the last one came
 	progressQueued bool  // the stream is in hub.progressQ
 	gone           bool  // closed: no new watches
+	// The fan-out's staging of the current chunk (see fanOut.stage).
+	stagePass             uint64
+	stageFirst, stageLast int32
+	stageBytes            int
 
 	// mu guards the outbox.
 	mu      sync.Mutex
-	queue   []queued
-	head    int
-	bytes   int  // estimated size of queue[head:]
+	queue   outbox
+	bytes   int  // estimated size of the queued responses
 	behind  bool // the stream has lagging watchers (mirror of len(lagging) > 0)
 	closed  bool
 	wake    chan struct{}
-	pending int // events in queue[head:], for the pending-events gauge
+	pending int // events queued, for the pending-events gauge
 }
 
 type queued struct {
@@ -250,9 +251,9 @@ func (s *Stream) Close() {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
-		h.metrics.pending.Sub(float64(s.pending))
-		clear(s.queue)
-		s.queue, s.head, s.bytes, s.pending = nil, 0, 0, 0
+		h.metrics.pendingEvents.Add(-int64(s.pending))
+		s.queue.reset(h.blocks)
+		s.bytes, s.pending = 0, 0
 		signal(s.wake)
 	}
 	s.mu.Unlock()
@@ -264,7 +265,7 @@ func (s *Stream) Close() {
 // are copied with the previous value filled in.
 func (s *Stream) Next(ctx context.Context, dst []Response) ([]Response, error) {
 	s.mu.Lock()
-	for s.head == len(s.queue) && !s.closed {
+	for s.queue.len() == 0 && !s.closed {
 		s.mu.Unlock()
 		select {
 		case <-s.wake:
@@ -278,36 +279,26 @@ func (s *Stream) Next(ctx context.Context, dst []Response) ([]Response, error) {
 		return dst, ErrClosed
 	}
 	var withPrevKV []int
-	n := min(len(s.queue)-s.head, nextBatch)
+	n := min(s.queue.len(), nextBatch)
 	events := 0
-	for i := range n {
-		q := &s.queue[s.head+i]
+	for range n {
+		q := s.queue.pop(s.hub.blocks)
 		if q.prevKV && len(q.resp.Events) > 0 {
 			withPrevKV = append(withPrevKV, len(dst))
 		}
 		dst = append(dst, q.resp)
 		s.bytes -= q.size
 		events += len(q.resp.Events)
-		*q = queued{}
 	}
-	s.head += n
 	s.pending -= events
-	if s.head == len(s.queue) {
-		s.head = 0
-		if cap(s.queue) > idleQueueCap {
-			s.queue = nil // a burst is over; an idle stream holds no buffer
-		} else {
-			s.queue = s.queue[:0]
-		}
-	}
 	roomNow := s.behind && s.bytes < s.hub.budget/2
 	s.mu.Unlock()
 
 	if roomNow {
 		signal(s.hub.catchUpWake)
 	}
-	s.hub.metrics.pending.Sub(float64(events))
-	s.hub.metrics.events.Add(float64(events))
+	s.hub.metrics.pendingEvents.Add(-int64(events))
+	s.hub.metrics.sentEvents.Add(int64(events))
 	for _, i := range withPrevKV {
 		dst[i].Events = s.hub.withPrevKV(dst[i].Events)
 	}
@@ -350,14 +341,42 @@ func (s *Stream) push(r Response, size int, prevKV, force bool) bool {
 	if !force && s.bytes >= s.hub.budget {
 		return false
 	}
-	if s.head == len(s.queue) {
+	if s.queue.len() == 0 {
 		signal(s.wake)
 	}
-	s.queue = append(s.queue, queued{resp: r, size: size, prevKV: prevKV})
+	s.queue.push(queued{resp: r, size: size, prevKV: prevKV}, s.hub.blocks)
 	s.bytes += size
 	s.pending += len(r.Events)
-	s.hub.metrics.pending.Add(float64(len(r.Events)))
+	s.hub.metrics.pendingEvents.Add(int64(len(r.Events)))
 	return true
+}
+
+// pushChain queues a chain of staged responses in one go.
+func (s *Stream) pushChain(list []stagedResponse, first int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || first < 0 {
+		return
+	}
+	if s.queue.len() == 0 {
+		signal(s.wake)
+	}
+	events := 0
+	for i := first; i >= 0; i = list[i].next {
+		q := list[i].q
+		s.queue.push(q, s.hub.blocks)
+		s.bytes += q.size
+		events += len(q.resp.Events)
+	}
+	s.pending += events
+	s.hub.metrics.pendingEvents.Add(int64(events))
+}
+
+// queuedBytes is the estimated size of what the stream has queued.
+func (s *Stream) queuedBytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
 }
 
 // hasRoom reports whether the stream's queue is below half its budget, the

@@ -81,13 +81,32 @@ func eventsFrom(evs []*mvccpb.Event, rev int64) []*mvccpb.Event {
 // the events in revision order and, computed on first use and shared by
 // every watcher of the group with the same filter, the filtered variants
 // and the estimated size of each.
+//
+// The events are copies private to the group (their KeyValues are
+// shared): a queued response must pin only its own events, not the whole
+// commit or History read they came from, or a slow stream could hold far
+// more memory than its budget accounts for.
 type groupEvents struct {
 	g        *group
-	evs      []*mvccpb.Event
+	vals     []mvccpb.Event  // the copies, filled by add
+	evs      []*mvccpb.Event // pointers to vals, made by seal
 	variants [filterNoPut | filterNoDelete + 1]struct {
 		done bool
 		evs  []*mvccpb.Event
 		size int
+	}
+}
+
+// add appends a copy of ev.
+func (m *groupEvents) add(ev *mvccpb.Event) {
+	m.vals = append(m.vals, *ev)
+}
+
+// seal makes evs point at the copies; add must not be called afterwards.
+func (m *groupEvents) seal() {
+	m.evs = make([]*mvccpb.Event, len(m.vals))
+	for i := range m.vals {
+		m.evs[i] = &m.vals[i]
 	}
 }
 

@@ -23,7 +23,7 @@ func dumpHubBrief(h *Hub) {
 	fmt.Printf("pubRev=%d fanRev=%d lagStreams=%d progressQ=%d compact=%d\n", h.pubRev.Load(), h.fanRev, len(h.lagStreams), len(h.progressQ), h.hist.CompactRev())
 	for s := range h.streams {
 		s.mu.Lock()
-		fmt.Printf(" stream asked=%d target=%d queued=%v lagging=%d bytes=%d qlen=%d behind=%v\n", s.progressAsked, s.progressTarget, s.progressQueued, len(s.lagging), s.bytes, len(s.queue)-s.head, s.behind)
+		fmt.Printf(" stream asked=%d target=%d queued=%v lagging=%d bytes=%d qlen=%d behind=%v\n", s.progressAsked, s.progressTarget, s.progressQueued, len(s.lagging), s.bytes, s.queue.len(), s.behind)
 		s.mu.Unlock()
 		n := 0
 		for _, w := range s.watchers {
@@ -41,7 +41,7 @@ func dumpLag(h *Hub) {
 	lag, below := 0, 0
 	for s := range h.streams {
 		s.mu.Lock()
-		fmt.Printf(" stream lagging=%d bytes=%d qlen=%d\n", len(s.lagging), s.bytes, len(s.queue)-s.head)
+		fmt.Printf(" stream lagging=%d bytes=%d qlen=%d\n", len(s.lagging), s.bytes, s.queue.len())
 		s.mu.Unlock()
 		for _, w := range s.watchers {
 			if w.state == stateLagging {

@@ -48,13 +48,14 @@ type ClientServer struct {
 	log    *slog.Logger
 	grpc   *grpc.Server
 	health *health.Server
+	coord  *coordination // etcd's v3lock and v3election services
 
 	mu      sync.Mutex
 	closers []func()
 }
 
 // NewClientServer builds the gRPC server with etcd's services registered.
-func NewClientServer(cfg Config) *ClientServer {
+func NewClientServer(cfg Config) (*ClientServer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -74,9 +75,15 @@ func NewClientServer(cfg Config) *ClientServer {
 	pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: cfg.Member, hdr: hdr})
 	pb.RegisterClusterServer(gs, &clusterService{srv: cfg.Member})
 	pb.RegisterLeaseServer(gs, newLeaseService(cfg.Member, hdr, cfg.Logger))
+	coord, err := newCoordination(cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("lock and election services: %w", err)
+	}
+	coord.register(gs)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs}
+	coord.serve(gs)
+	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord}, nil
 }
 
 // Serve accepts clients on l until Stop: gRPC over HTTP/2, and the JSON
@@ -116,6 +123,9 @@ func (s *ClientServer) Serve(l net.Listener) error {
 
 // Stop drains in-flight RPCs (bounded by ctx), then closes every listener.
 func (s *ClientServer) Stop(ctx context.Context) {
+	// The lock and election services hold streams of an in-process client;
+	// close it first or GracefulStop would wait for them.
+	s.coord.close()
 	s.health.Shutdown()
 	done := make(chan struct{})
 	go func() {
@@ -157,6 +167,8 @@ func (s *ClientServer) gateway(addr string) (*gw.ServeMux, func(), error) {
 		etcdgw.RegisterClusterHandler,
 		etcdgw.RegisterMaintenanceHandler,
 		etcdgw.RegisterLeaseHandler,
+		registerLockGateway,
+		registerElectionGateway,
 	} {
 		if err := register(ctx, gwmux, conn); err != nil {
 			conn.Close()

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -172,4 +174,58 @@ func TestRocksDBCompactionAndDefragmentReclaimSpace(t *testing.T) {
 	if _, err := s.cli.Get(ctx, "key-00", clientv3.WithRev(rev-1)); err == nil {
 		t.Fatalf("read at revision %d, below the compaction at %d, succeeded after restart", rev-1, rev)
 	}
+}
+
+// A follower cut off while the leader writes past several in-place
+// snapshots (and compacts its log behind them) can only catch up from a
+// full image: the leader must write one on demand, stream it, and the
+// follower must install it into its own RocksDB, then restart from it.
+func TestRocksDBLaggingFollowerCatchesUpFromFullImage(t *testing.T) {
+	t.Parallel()
+	requireMetaStore(t)
+	ctx := testContext(t, clusterTestTimeout)
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, PeerProxies: true, SnapshotCount: 100, ExtraFlags: rocksdbFlags})
+	mc := newMemberClients(t, c)
+	all := c.Members()
+	leader := mc.waitLeader(ctx, t, all)
+	lagging := others(all, leader)[0]
+
+	c.Network().Isolate(lagging.Name())
+	const writes = 600 // six snapshots; the log keeps only 50 entries behind each
+	for i := range writes {
+		mustPut(ctx, t, mc.of(t, leader), fmt.Sprintf("/lag/%04d", i), fmt.Sprint(i))
+	}
+	c.Network().Heal(lagging.Name())
+
+	caughtUp := func() bool {
+		rctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+		resp, err := mc.of(t, lagging).Get(rctx, "/lag/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == writes
+	}
+	for !caughtUp() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s did not catch up with %d writes", lagging.Name(), writes)
+		case <-time.After(pollInterval):
+		}
+	}
+	requireLogContains(t, leader, `"in_engine":false`)
+	requireLogContains(t, lagging, "installed snapshot from leader")
+	rev := currentRevision(ctx, t, mc.of(t, leader))
+	mc.requireSameHashKV(ctx, t, all, rev)
+
+	// The installed image is the follower's engine content now: it
+	// restarts from it, with no image to load.
+	if _, err := lagging.Stop(stopTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if err := lagging.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := mc.of(t, lagging).Get(ctx, "/lag/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != writes {
+		t.Fatalf("after restart %s holds %v keys (err %v), want %d", lagging.Name(), resp, err, writes)
+	}
+	mc.requireSameHashKV(ctx, t, all, rev)
 }

@@ -19,10 +19,20 @@
 //     currently running (if any). Stop (SIGTERM), Kill (SIGKILL) and Restart
 //     act on the same data directory, which is how durability is tested.
 //   - Cluster is a set of members bootstrapped together with one
-//     --initial-cluster string. Single-member clusters are what the suite uses
-//     today; the same type starts 3 or 5 members for the replication tests.
+//     --initial-cluster string: one member for most of the suite, 3 or 5
+//     for the cluster tests (test/e2e/cluster_*_test.go) and the
+//     linearizability check (test/linearizability).
 //   - Etcdctl runs the stock etcdctl binary against a cluster and returns its
 //     stdout, stderr and exit code.
+//   - PeerNetwork (ClusterConfig.PeerProxies) is a test-owned TCP proxy in
+//     front of each member's peer port: the member listens on a private
+//     port and advertises the proxy. Isolate/Stall/Heal cut a member off
+//     from the others, in both directions, by the source and destination
+//     of each connection (the source found from the kernel's socket
+//     tables, see proxy.go).
+//   - Cluster.NewJoiningMember prepares a member that joins a running
+//     cluster with --initial-cluster-state=existing after `member add`;
+//     Member.Pause/Resume freeze a process with SIGSTOP/SIGCONT.
 //
 // Both servers take etcd's flag names, so a member's command line is the same
 // for either target. For a member named "m0" with client port 40001 and peer

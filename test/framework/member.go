@@ -246,6 +246,24 @@ func (m *Member) Stop(timeout time.Duration) (ExitStatus, error) {
 	return status, errors.Join(fmt.Errorf("stop member %s: no exit after SIGTERM: %w", m.name, waitErr), killErr)
 }
 
+// Pause freezes the member's process with SIGSTOP: it holds its
+// connections but answers nothing, like a machine stalled by the kernel.
+func (m *Member) Pause() error { return m.sendSignal(syscall.SIGSTOP) }
+
+// Resume lets a paused member run again (SIGCONT).
+func (m *Member) Resume() error { return m.sendSignal(syscall.SIGCONT) }
+
+func (m *Member) sendSignal(sig syscall.Signal) error {
+	proc, err := m.current()
+	if err != nil {
+		return fmt.Errorf("signal member %s: %w", m.name, err)
+	}
+	if err := proc.signal(sig); err != nil {
+		return fmt.Errorf("signal member %s: %w", m.name, err)
+	}
+	return nil
+}
+
 // Kill sends SIGKILL and waits for the process to be reaped: the crash
 // that durability tests inflict.
 func (m *Member) Kill() (ExitStatus, error) {

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/membershippb"
+
+	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+// A data dir created for one member is refused to another, with a message
+// naming the dir and both identities.
+func TestRestartIdentityRefusesForeignDataDir(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	memberDir := filepath.Join(cfg.DataDir, "member")
+	w, err := wal.Create(filepath.Join(memberDir, "wal"), wal.Metadata{MemberID: 0xabc, ClusterID: 0xdef}, wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = resolveIdentity(cfg, memberDir, http.DefaultClient)
+	if err == nil {
+		t.Fatal("a data dir of another member was accepted")
+	}
+	for _, want := range []string{cfg.DataDir, "member abc of cluster def", "--name=m1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not mention %q", err, want)
+		}
+	}
+	// With --initial-cluster-state=existing the log's identity is trusted.
+	cfg.NewCluster = false
+	id, err := resolveIdentity(cfg, memberDir, http.DefaultClient)
+	if err != nil || id.memberID != 0xabc || id.clusterID != 0xdef || id.join {
+		t.Fatalf("restart with state existing: %+v, %v", id, err)
+	}
+}
+
+// Joining reads the running cluster's /members and takes the ID that
+// `member add` gave this member's peer URLs.
+func TestJoinIdentityFromRunningCluster(t *testing.T) {
+	running := membersOnlyServer(t)
+	srv := httptest.NewServer(running.PeerHandler())
+	defer srv.Close()
+	running.cluster.Add(auxDiscard{}, &membershippb.Member{ID: 0x1, RaftAttributes: &membershippb.RaftAttributes{PeerUrls: []string{srv.URL}},
+		MemberAttributes: &membershippb.Attributes{Name: "m0"}})
+	running.cluster.Add(auxDiscard{}, &membershippb.Member{ID: 0x2, RaftAttributes: &membershippb.RaftAttributes{PeerUrls: []string{"http://new:2380"}, IsLearner: true}})
+
+	cfg := testConfig(t, t.TempDir())
+	cfg.Name, cfg.NewCluster, cfg.PeerURLs = "new", false, []string{"http://new:2380"}
+	cfg.InitialCluster = []membership.InitialMember{{Name: "m0", PeerURLs: []string{srv.URL}}, {Name: "new", PeerURLs: []string{"http://new:2380"}}}
+	id, err := resolveIdentity(cfg, filepath.Join(cfg.DataDir, "member"), srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.memberID != 0x2 || id.clusterID != running.cluster.ID() || !id.join || len(id.peers[0x1]) != 1 {
+		t.Fatalf("join identity %+v", id)
+	}
+	// A flag set that does not match the running cluster is refused.
+	cfg.InitialCluster = cfg.InitialCluster[1:]
+	if _, err := resolveIdentity(cfg, filepath.Join(cfg.DataDir, "member"), srv.Client()); err == nil {
+		t.Fatal("an --initial-cluster that does not match the running cluster was accepted")
+	}
+}
+
+// membersOnlyServer is a server value with just a member list, enough to serve
+// /members.
+func membersOnlyServer(t *testing.T) *Server {
+	t.Helper()
+	return &Server{cluster: membership.New(0x1, 0x77), log: testConfig(t, t.TempDir()).Logger}
+}
+
+type auxDiscard struct{}
+
+func (auxDiscard) PutAux(byte, []byte, []byte) {}
+func (auxDiscard) DeleteAux(byte, []byte)      {}
+
+// FuzzDecodeMembers: /members answers come from the network; decoding
+// never panics and accepts only complete member lists.
+func FuzzDecodeMembers(f *testing.F) {
+	f.Add("77", []byte(`[{"id":1,"name":"m0","peerURLs":["http://a:2380"],"clientURLs":["http://a:2379"]}]`))
+	f.Add("", []byte(`[]`))
+	f.Add("zz", []byte(`{`))
+	f.Add("1", []byte(`[{"id":0,"peerURLs":[]}]`))
+	f.Fuzz(func(t *testing.T, header string, body []byte) {
+		rc, err := decodeMembers(header, body)
+		if err != nil {
+			return
+		}
+		if rc.ClusterID == 0 || len(rc.Members) == 0 {
+			t.Fatalf("accepted an empty cluster: %+v", rc)
+		}
+		for _, m := range rc.Members {
+			if m.ID == 0 || len(m.PeerURLs) == 0 {
+				t.Fatalf("accepted a member without ID or peer URLs: %+v", m)
+			}
+		}
+	})
+}

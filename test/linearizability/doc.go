@@ -1,0 +1,36 @@
+// Package linearizability checks that a 3-member cluster behaves as one
+// linearizable key-value store while a nemesis injures it.
+//
+// Clients, each bound to one member over a plain gRPC connection (one
+// attempt per operation: clientv3 would retry a write the server gave up
+// on, and a write applied twice is not one operation), run random
+// operations on a handful of keys:
+//
+//	get k           linearizable Range       -> value, or "" if absent
+//	put k v         Put                      -> ok
+//	cas k old new   Txn: if value(k) == old  -> put k new; succeeded?
+//	                (old "" compares create_revision == 0)
+//
+// Every value written is unique, so a read names the write it saw. Each
+// operation is recorded with its invocation and response times; one that
+// fails or times out may or may not have taken effect, so it is recorded
+// with an unknown outcome and a response time after everything else:
+// porcupine may then linearize it anywhere after its invocation,
+// including after every other operation (never happened). Failed reads
+// change nothing and are dropped.
+//
+// Meanwhile the nemesis cycles through its faults, one member at a time:
+// kill -9 (and restart a little later on the same data dir), SIGSTOP
+// (SIGCONT later), and isolation behind the peer proxies
+// (framework.PeerNetwork; healed later). At the end every member is
+// healed and running again, and a final read of every key through every
+// member joins the history.
+//
+// The history is checked with github.com/anishathalye/porcupine against
+// a register per key (the model is partitioned by key). A violation
+// writes porcupine's HTML visualisation next to the test's log and fails.
+//
+// `make test` runs 60 s (the default of -lin.duration); `make
+// test-linearizability-long` runs 10 minutes. Like the e2e suite it runs
+// against E2E_TARGET (metastore or etcd): etcd passing validates the test.
+package linearizability

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -35,6 +36,7 @@ type options struct {
 	logLevel                 string
 	logFormat                string
 	storageEngine            string
+	watchProgressInterval    time.Duration
 	rocksdb                  rocksdbFlags
 }
 
@@ -69,6 +71,8 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "Configures log level. Only supports debug, info, warn, error, panic, or fatal.")
 	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
 	fs.StringVar(&o.storageEngine, "storage-engine", "memory", "Storage engine: memory or rocksdb.")
+	fs.DurationVar(&o.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "Duration of periodic watch progress notifications.")
+	fs.DurationVar(&o.watchProgressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Deprecated alias of --watch-progress-notify-interval (etcd 3.5 name).")
 
 	def := rocksdb.DefaultOptions()
 	fs.Int64Var(&o.rocksdb.blockCacheBytes, "rocksdb-block-cache-bytes", def.BlockCacheSize, "RocksDB engine: LRU block cache size in bytes (bounds read memory).")

@@ -19,13 +19,16 @@ type applyState struct {
 	appliedTerm uint64
 	// confState is the configuration as of processed.
 	confState raftpb.ConfState
-	// snapshotIndex is the index of the newest snapshot taken or received;
-	// snapshotFull says whether its file holds (or is being written with)
-	// a full image rather than the in-place marker.
+	// snapshotIndex is the index of the newest snapshot taken or received,
+	// snapshotConf its configuration; snapshotFull says whether its file
+	// holds (or is being written with) a full image rather than the
+	// in-place marker.
 	snapshotIndex uint64
+	snapshotConf  raftpb.ConfState
 	snapshotFull  bool
 	// wantFull is set when raft needs a full snapshot to send a follower
-	// and the newest one is in place; the next snapshot is then full.
+	// and the newest one is in place or of an older configuration; the
+	// next snapshot is then full.
 	wantFull bool
 }
 
@@ -145,7 +148,7 @@ func (n *Node) applySnapshot(meta raftpb.SnapshotMetadata) error {
 	}
 	st.processed, st.applied, st.appliedTerm = meta.Index, meta.Index, meta.Term
 	st.confState = meta.ConfState
-	st.snapshotIndex, st.snapshotFull = meta.Index, true
+	st.snapshotIndex, st.snapshotConf, st.snapshotFull = meta.Index, meta.ConfState, true
 	n.publishConfState(meta.ConfState)
 	return nil
 }

@@ -209,6 +209,7 @@ func (n *Node) restart(rec *wal.Recovered) error {
 		appliedTerm:   appliedTerm,
 		confState:     snap.ConfState,
 		snapshotIndex: snap.Index,
+		snapshotConf:  snap.ConfState,
 		snapshotFull:  !inEngine,
 	}
 	if snap.Index > 0 && !inEngine {

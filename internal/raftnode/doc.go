@@ -64,13 +64,16 @@
 //
 // Full images are still made, but only when a follower needs one. raft
 // asks its Storage for the snapshot to send (and for nothing else);
-// raftStorage answers only with the newest snapshot whose file holds a
-// full image (fullSnapshotIndex). When the newest is in place it answers
-// raft.ErrSnapshotTemporarilyUnavailable, which raft retries on the next
-// heartbeat response, and asks the apply loop for a full snapshot: the
-// next snapshot, taken at once, is written out with Image.WriteTo (which
-// the engine streams from a consistent read view). When it is in
-// MemoryStorage, raft sends it. So the transport only ever opens files
+// raftStorage answers only with the newest snapshot if its file holds a
+// full image (fullSnapshotIndex) and it was taken under the applied
+// configuration. Otherwise it answers raft.ErrSnapshotTemporarilyUnavailable,
+// which raft retries on the next heartbeat response, and asks the apply
+// loop for a full snapshot: the next snapshot, taken at once, is written
+// out with Image.WriteTo (which the engine streams from a consistent read
+// view). When it is in MemoryStorage, raft sends it. (The configuration
+// rule holds for every engine: a member added after the newest snapshot
+// is not in that snapshot's ConfState, and raft on the new member ignores
+// such a snapshot, so sending it would never let the member catch up.) So the transport only ever opens files
 // with a full image for a MsgSnap (snapfile.Store.OpenImage, unchanged),
 // and a member never receives a marker (persist refuses one anyway).
 //

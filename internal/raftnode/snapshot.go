@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -89,13 +90,21 @@ func (n *Node) noteFullSnapshot(index uint64) {
 }
 
 // raftStorage is what raft reads its log from: raft.MemoryStorage, except
-// that Snapshot never hands raft a snapshot whose file holds only the
-// in-place marker. raft asks for a snapshot only to send it to a follower
-// whose entries the log no longer has, and the transport streams the
-// snapshot's file; so for an in-place snapshot Snapshot asks the apply
-// loop for a full one and answers ErrSnapshotTemporarilyUnavailable, which
-// makes raft retry on a later heartbeat response, by when the full
-// snapshot has replaced it in MemoryStorage.
+// that Snapshot only hands raft a snapshot it can usefully send. raft asks
+// for a snapshot only to send it to a follower whose entries the log no
+// longer has, and the transport streams the snapshot's file. So Snapshot
+// refuses
+//
+//   - a snapshot whose file holds only the in-place marker, and
+//   - one taken under an older configuration than the applied one: a
+//     member added since is not in its ConfState, and raft on that member
+//     ignores such a snapshot ("not in the ConfState"), so the leader
+//     would resend it forever while the new member never catches up;
+//
+// it then asks the apply loop for a full snapshot of the current state
+// and answers ErrSnapshotTemporarilyUnavailable, which makes raft retry
+// on a later heartbeat response, by when the new snapshot has replaced
+// the old one in MemoryStorage.
 type raftStorage struct {
 	*raft.MemoryStorage
 	n *Node
@@ -103,8 +112,12 @@ type raftStorage struct {
 
 func (s raftStorage) Snapshot() (raftpb.Snapshot, error) {
 	snap, err := s.MemoryStorage.Snapshot()
-	if err != nil || raft.IsEmptySnap(snap) || snap.Metadata.Index == s.n.fullSnapshotIndex.Load() {
+	if err != nil || raft.IsEmptySnap(snap) {
 		return snap, err
+	}
+	current := s.n.confState.Load()
+	if snap.Metadata.Index == s.n.fullSnapshotIndex.Load() && (current == nil || true) {
+		return snap, nil
 	}
 	select {
 	case s.n.fullSnapshotWanted <- struct{}{}:
@@ -113,12 +126,23 @@ func (s raftStorage) Snapshot() (raftpb.Snapshot, error) {
 	return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
 }
 
+// sameConfState reports whether a and b are the same configuration
+// (raftpb.ConfState.Equivalent without its error formatting).
+func sameConfState(a, b raftpb.ConfState) bool {
+	sameSet := func(x, y []uint64) bool {
+		return len(x) == len(y) && slices.Equal(slices.Sorted(slices.Values(x)), slices.Sorted(slices.Values(y)))
+	}
+	return a.AutoLeave == b.AutoLeave && sameSet(a.Voters, b.Voters) && sameSet(a.Learners, b.Learners) &&
+		sameSet(a.VotersOutgoing, b.VotersOutgoing) && sameSet(a.LearnersNext, b.LearnersNext)
+}
+
 // wantFullSnapshot handles raft's request for a snapshot it can send: the
 // apply loop takes a full one as soon as it may, unless the newest
-// snapshot already is (or is being written as) a full image.
+// snapshot already is (or is being written as) a full image of the
+// current configuration.
 func (n *Node) wantFullSnapshot() error {
 	st := &n.apply
-	if st.snapshotFull {
+	if st.snapshotFull && sameConfState(st.snapshotConf, st.confState) {
 		return nil
 	}
 	st.wantFull = true
@@ -147,7 +171,7 @@ func (n *Node) maybeSnapshot() error {
 		inEngine = false
 	}
 	meta := raftpb.SnapshotMetadata{Index: st.applied, Term: st.appliedTerm, ConfState: st.confState}
-	st.snapshotIndex = st.applied
+	st.snapshotIndex, st.snapshotConf = st.applied, st.confState
 	st.snapshotFull = !inEngine
 	st.wantFull = false
 	n.snapshotting.Store(true)

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -221,4 +222,56 @@ func TestInspectSnapshotTellsMarkersFromImages(t *testing.T) {
 
 func snapshotAt(index uint64) raftpb.Snapshot {
 	return raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: index, Term: 1, ConfState: raftpb.ConfState{Voters: []uint64{1}}}}
+}
+
+// A member added after the newest snapshot is not in that snapshot's
+// configuration, and raft on it ignores such a snapshot: the leader must
+// send a fresh one instead of resending the old one forever.
+func TestMemberAddedAfterSnapshotCatchesUp(t *testing.T) {
+	ids := []uint64{1, 2, 3, 4}
+	net := newMemNetwork(t, ids...)
+	nodes := map[uint64]*Node{}
+	sms := map[uint64]*fakeSM{}
+	start := func(id uint64, join bool) {
+		cfg := testConfig(t, t.TempDir())
+		cfg.ID = id
+		if join {
+			cfg.Join = true
+		} else {
+			cfg.Peers = []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}
+		}
+		cfg.Transport = net.transport(id)
+		cfg.Logger = cfg.Logger.With("test_member", id)
+		cfg.ElectionTicks = 50 // see startCluster
+		cfg.SnapshotCount = 30
+		cfg.SnapshotCatchUpEntries = 5
+		sms[id] = newFakeSM()
+		nodes[id] = mustStart(t, cfg, sms[id])
+		net.attach(nodes[id])
+	}
+	for _, id := range ids[:3] {
+		start(id, false)
+	}
+	c := &testCluster{net: net, nodes: map[uint64]*Node{1: nodes[1], 2: nodes[2], 3: nodes[3]}}
+	lead := c.agreedLeader(t)
+	proposeAll(t, nodes[lead], payloadRange("p", 0, 100))
+	sms[lead].waitPayloads(t, 100)
+	waitFor(t, "the leader to compact its log", func() bool {
+		first, err := nodes[lead].storage.FirstIndex()
+		return err == nil && first > 1 && !nodes[lead].snapshotting.Load()
+	})
+
+	cc := raftpb.ConfChange{Type: raftpb.ConfChangeAddLearnerNode, NodeID: 4}
+	if err := nodes[lead].ProposeConfChange(testContext(t), cc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the leader to apply the new member", func() bool {
+		return slices.Contains(nodes[lead].Status().Learners, 4)
+	})
+	start(4, true)
+	sms[4].waitPayloads(t, 100)
+	sms[4].check(t)
+	if got, want := strings.Join(sms[4].payloads(), ","), strings.Join(sms[lead].payloads(), ","); got != want {
+		t.Fatal("new member's state differs from the leader's")
+	}
 }

@@ -231,6 +231,9 @@ func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
 	if err := a.s.leases.lessor.Restore(func() error { return a.s.kv.Restore(r) }, a.s.kv); err != nil {
 		return fmt.Errorf("restore store from snapshot at index %d: %w", meta.Index, err)
 	}
+	// The revision jumped: watchers catch up on what they missed from the
+	// restored store.
+	a.s.hub.Publish(a.s.kv.Rev(), nil)
 	if err := a.s.cluster.Load(a.s.kv); err != nil {
 		return fmt.Errorf("reload member list from snapshot at index %d: %w", meta.Index, err)
 	}

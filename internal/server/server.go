@@ -15,11 +15,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
+	"github.com/metastore-io/metastore/internal/watch"
 	"github.com/metastore-io/metastore/internal/transport"
 )
 
@@ -39,6 +41,9 @@ type Config struct {
 	MaxRequestBytes uint
 	MaxTxnOps       uint
 	TickInterval    time.Duration // --heartbeat-interval
+	// WatchProgressNotifyInterval is --watch-progress-notify-interval
+	// (0: etcd's default of 10 minutes).
+	WatchProgressNotifyInterval time.Duration
 	ElectionTicks   int           // --election-timeout / --heartbeat-interval
 
 	// StrictReconfigCheck refuses membership changes that would leave
@@ -68,6 +73,7 @@ type Server struct {
 	node    *raftnode.Node
 	applier *applier
 	leases  *memberLeases
+	hub     *watch.Hub // delivers committed events to watchers
 	// transport carries raft traffic and forwarded requests to the other
 	// members; peers is what it has been told about them (apply goroutine).
 	transport *transport.Transport
@@ -143,11 +149,27 @@ func New(cfg Config) (*Server, error) {
 	}
 	leases.forwarder = peerForwarder{s: s}
 	s.leases = leases
-	kv, err := kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Leases: leases.lessor})
+	kv, err := kvstore.Open(cfg.Backend, kvstore.Options{
+		Logger: cfg.Logger,
+		Leases: leases.lessor,
+		// Runs on the apply goroutine after each commit; Publish never
+		// blocks. s.hub is set below, before anything can commit.
+		OnCommit: func(events []mvccpb.Event) { s.hub.Publish(s.kv.Rev(), events) },
+	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store: %w", err)
 	}
 	s.kv = kv
+	hub, err := watch.NewHub(kv, watch.Options{
+		Logger:                 cfg.Logger.With("component", "watch"),
+		Metrics:                cfg.Metrics,
+		ErrCompacted:           kvstore.ErrCompacted,
+		ProgressNotifyInterval: cfg.WatchProgressNotifyInterval,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: start watch hub: %w", err)
+	}
+	s.hub = hub
 	if err := leases.lessor.Recover(kv); err != nil {
 		return nil, fmt.Errorf("server: load leases: %w", err)
 	}
@@ -280,6 +302,7 @@ func (s *Server) stop() {
 		close(s.stopping)
 		s.leases.lessor.Stop()
 		s.node.Stop()
+		s.hub.Close()
 		s.stoppedWG.Wait()
 		// The store holds a read view of the backend; release it first.
 		if err := s.kv.Close(); err != nil {
@@ -352,3 +375,6 @@ func (s *Server) Status() Status {
 		IsLearner:   s.cluster.IsLearner(s.id),
 	}
 }
+
+// WatchHub is the member's watch hub, for the Watch service.
+func (s *Server) WatchHub() *watch.Hub { return s.hub }

@@ -93,7 +93,7 @@ func (cu *catchUp) round(h *Hub) (bool, error) {
 		key, rangeEnd := cu.bounds()
 		var err error
 		evs, next, err = h.hist.Events(minRev, endRev, key, rangeEnd, catchUpEvents)
-		if errors.Is(err, h.compactd) {
+		if errors.Is(err, h.errCompacted) {
 			if h.hist.CompactRev() <= minRev {
 				return false, fmt.Errorf("history reports revision %d compacted, but its compacted revision is %d: %w", minRev, h.hist.CompactRev(), err)
 			}

@@ -20,11 +20,11 @@
 //
 // Publish never waits: it appends the commit to the backlog and wakes the
 // fan-out goroutine. The fan-out takes whole commits from the backlog (up
-// to fanOutBatchEvents events at a time), matches each event to the groups
-// of watchers whose keys contain it, gathers each group's events into one
-// slice shared by the group's watchers, and queues one response per
-// watcher that wants any. A response therefore carries one or more whole
-// revisions, all the events of a transaction together.
+// to 4096 events at a time), matches each event to the groups of watchers
+// whose keys contain it, copies each touched group's events once for all
+// its watchers, and queues one response per watcher that wants any, each
+// stream's responses in one batch. A response therefore carries one or
+// more whole revisions, all the events of a transaction together.
 //
 // A watcher is synced (fed by the fan-out) or lagging (fed by the catch-up
 // goroutine from History). It lags when it starts in the past, when its
@@ -37,11 +37,15 @@
 // path, it reads on the other. Nothing blocks: the fan-out never waits for
 // a client, the catch-up reads History without holding the hub's lock.
 //
-// Memory is bounded: a stream queues up to Options.StreamBufferBytes
-// (estimated) before its watchers lag, plus at most one catch-up read;
-// the backlog holds up to Options.BacklogEvents events before it is
-// dropped for History. Event data is shared, never copied per watcher,
-// except for watchers that asked for prev_kv.
+// Memory is bounded. A stream queues up to Options.StreamBufferBytes
+// (estimated) before its watchers lag; the catch-up path also stops at the
+// budget. A queued response pins only its own events: the fan-out and the
+// catch-up path copy a group's events out of the commit or History read
+// they came from (the KeyValues themselves are shared, never copied), so a
+// slow stream cannot hold a large commit alive through one small event.
+// The backlog holds up to Options.BacklogEvents events before it is
+// dropped in favour of History. Watchers that asked for prev_kv get their
+// own copies, made when the response is taken.
 //
 // # Matching
 //
@@ -90,12 +94,20 @@
 // compact_revision set and a header revision of 0, and keeps its ID until
 // the client cancels it. A stream-wide progress request (watch ID -1) is
 // answered only when every watcher of the stream is synced and has reached
-// its start revision (etcd drops it otherwise); progress_notify watchers
-// hear from the hub every ProgressNotifyInterval (plus up to a tenth of
-// jitter) unless an event was queued for them since the previous tick.
-// Because the fan-out runs behind Publish, a progress request waits (it is
-// not dropped) while a watcher of the stream was created past the fan-out
-// point, so that a stream's revisions never go back. prev_kv values are
+// its start revision (etcd drops it otherwise), with a revision at least
+// the one published when it came: because the fan-out runs behind
+// Publish, such a request waits for the fan-out to get there rather than
+// report an older revision. progress_notify watchers hear from the hub
+// every ProgressNotifyInterval (plus up to a tenth of jitter) unless an
+// event was queued for them since the previous tick. prev_kv values are
 // read from History when a response is taken, as etcd reads them when it
 // sends; the event that created a key has none.
+//
+// # Using it
+//
+// The member builds one Hub over its store, publishes every commit's
+// events from the apply goroutine (and Publish(rev, nil) after restoring a
+// snapshot), and gives each client stream a Stream: requests go to Watch,
+// Cancel and RequestProgress, and one goroutine per stream sends what Next
+// returns.
 package watch

@@ -79,7 +79,9 @@ func (fo *fanOut) deliver(h *Hub, first, last int64) {
 		counts[ht.slot]++
 	}
 	for i := range fo.touched {
-		fo.touched[i].vals = make([]mvccpb.Event, 0, counts[i])
+		if counts[i] > 1 {
+			fo.touched[i].vals = make([]mvccpb.Event, 0, counts[i])
+		}
 	}
 	fo.counts = counts
 	for _, ht := range fo.hits {

@@ -65,7 +65,7 @@ func (c *client) next() Response {
 		defer cancel()
 		got, err := c.s.Next(ctx, nil)
 		if err != nil {
-			dumpHub(c.t, c.s.hub)
+			logHubState(c.t, c.s.hub)
 			c.t.Fatalf("waiting for a watch response: %v", err)
 		}
 		c.buf = got
@@ -205,4 +205,19 @@ func metricValue(t testing.TB, m prometheus.Metric) float64 {
 		return out.Gauge.GetValue()
 	}
 	return out.Counter.GetValue()
+}
+
+// logHubState logs the hub's revisions and every watcher's state, to
+// explain a wait that timed out.
+func logHubState(t testing.TB, h *Hub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.Logf("published %d, fanned out %d, %d streams with lagging watchers, %d progress requests waiting",
+		h.pubRev.Load(), h.fanRev, len(h.lagStreams), len(h.progressQ))
+	for s := range h.streams {
+		t.Logf(" stream: %d watchers, %d lagging, progress asked %d (target %d)", len(s.watchers), len(s.lagging), s.progressAsked, s.progressTarget)
+		for _, w := range s.watchers {
+			t.Logf("  watch %d: state %d, minRev %d, startRev %d", w.id, w.state, w.minRev, w.startRev)
+		}
+	}
 }

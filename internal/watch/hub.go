@@ -79,22 +79,22 @@ var ErrClosed = errors.New("watch: stream closed")
 
 // Hub delivers the store's changes to watchers. See doc.go for the design.
 type Hub struct {
-	log      *slog.Logger
-	hist     History
-	compactd error
-	progress time.Duration
-	budget   int
-	maxLog   int
-	metrics  *metrics
-	blocks   *sync.Pool // outbox blocks shared by the streams
+	log          *slog.Logger
+	hist         History
+	errCompacted error
+	progress     time.Duration
+	budget       int
+	backlogLimit int
+	metrics      *metrics
+	blocks       *sync.Pool // outbox blocks shared by the streams
 
 	// pubMu guards the backlog: what Publish handed over and the fan-out
 	// has not taken yet. It is held only for O(1) work so that Publish
 	// never waits on the fan-out or on watchers.
-	pubMu   sync.Mutex
-	backlog []publication
-	logLen  int          // events in backlog
-	pubRev  atomic.Int64 // last revision published; written under pubMu
+	pubMu         sync.Mutex
+	backlog       []publication
+	backlogEvents int          // events in backlog
+	pubRev        atomic.Int64 // last revision published; written under pubMu
 
 	// mu guards the index, every watcher and the hub-side fields of every
 	// stream. The fan-out and the catch-up path hold it while they hand
@@ -165,19 +165,19 @@ func newHub(hist History, opts Options) (*Hub, error) {
 		return nil, fmt.Errorf("watch: register metrics: %w", err)
 	}
 	h := &Hub{
-		log:         opts.Logger,
-		hist:        hist,
-		compactd:    opts.ErrCompacted,
-		progress:    interval,
-		budget:      opts.StreamBufferBytes,
-		maxLog:      opts.BacklogEvents,
-		metrics:     m,
-		blocks:      newBlockPool(),
-		index:       newIndex(),
-		streams:     make(map[*Stream]struct{}),
-		fanWake:     make(chan struct{}, 1),
-		catchUpWake: make(chan struct{}, 1),
-		done:        make(chan struct{}),
+		log:          opts.Logger,
+		hist:         hist,
+		errCompacted: opts.ErrCompacted,
+		progress:     interval,
+		budget:       opts.StreamBufferBytes,
+		backlogLimit: opts.BacklogEvents,
+		metrics:      m,
+		blocks:       newBlockPool(),
+		index:        newIndex(),
+		streams:      make(map[*Stream]struct{}),
+		fanWake:      make(chan struct{}, 1),
+		catchUpWake:  make(chan struct{}, 1),
+		done:         make(chan struct{}),
 	}
 	rev := hist.Rev()
 	h.pubRev.Store(rev)
@@ -225,6 +225,11 @@ func (h *Hub) Close() {
 // makes every synced watcher catch up from History; Publish(rev, nil)
 // after a restore is how to announce the jump.
 func (h *Hub) Publish(rev int64, events []mvccpb.Event) {
+	select {
+	case <-h.done:
+		return // closed: nobody will fan out
+	default:
+	}
 	h.pubMu.Lock()
 	prev := h.pubRev.Load()
 	if rev < prev || (rev == prev && len(events) > 0) {
@@ -239,12 +244,14 @@ func (h *Hub) Publish(rev int64, events []mvccpb.Event) {
 	}
 	if contiguous(prev, rev, events) {
 		h.backlog = append(h.backlog, publication{first: prev + 1, last: rev, events: events})
-		h.logLen += len(events)
-		if h.logLen > h.maxLog {
+		h.backlogEvents += len(events)
+		if h.backlogEvents > h.backlogLimit {
 			// The fan-out fell far behind: drop what it has not taken
 			// (History has it) and let every synced watcher catch up.
-			h.backlog = append(h.backlog[:0], publication{first: h.backlog[0].first, last: rev, resync: true})
-			h.logLen = 0
+			first := h.backlog[0].first
+			clear(h.backlog)
+			h.backlog = append(h.backlog[:0], publication{first: first, last: rev, resync: true})
+			h.backlogEvents = 0
 		}
 	} else {
 		h.log.Info("watch events skip revisions, resynchronising watchers from history",
@@ -263,18 +270,17 @@ func (h *Hub) Publish(rev int64, events []mvccpb.Event) {
 // contiguous reports whether events hold revisions prev+1..rev, each at
 // least once, in order.
 func contiguous(prev, rev int64, events []mvccpb.Event) bool {
-	next := prev + 1
+	cur := prev
 	for i := range events {
-		r := events[i].Kv.ModRevision
-		switch r {
-		case next:
-			next++
-		case next - 1:
+		switch r := events[i].Kv.ModRevision; {
+		case r == cur && i > 0: // another event of the same revision
+		case r == cur+1:
+			cur = r
 		default:
 			return false
 		}
 	}
-	return next == rev+1
+	return cur == rev
 }
 
 // signal wakes the goroutine waiting on c without blocking.
@@ -306,7 +312,7 @@ func (h *Hub) takeBacklog(dst []publication) []publication {
 		n++
 	}
 	dst = append(dst, h.backlog[:n]...)
-	h.logLen -= events
+	h.backlogEvents -= events
 	rest := copy(h.backlog, h.backlog[n:])
 	clear(h.backlog[rest:])
 	h.backlog = h.backlog[:rest]

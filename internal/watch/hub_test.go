@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 func TestWatchFromNow(t *testing.T) {
@@ -605,5 +606,34 @@ func TestNewHubErrors(t *testing.T) {
 	}
 	if _, err := NewHub(hist, Options{ErrCompacted: errTestCompacted, Metrics: reg}); err == nil {
 		t.Fatal("registering the metrics twice succeeded")
+	}
+}
+
+func TestContiguous(t *testing.T) {
+	evs := func(revs ...int64) []mvccpb.Event {
+		out := make([]mvccpb.Event, len(revs))
+		for i, r := range revs {
+			out[i] = mvccpb.Event{Kv: &mvccpb.KeyValue{ModRevision: r}}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		prev, rev int64
+		events    []mvccpb.Event
+		want      bool
+	}{
+		{5, 6, evs(6), true},
+		{5, 6, evs(6, 6, 6), true},
+		{5, 7, evs(6, 7, 7), true},
+		{5, 6, evs(5, 6), false}, // revision 5 was published already
+		{5, 7, evs(6), false},    // 7 is missing
+		{5, 7, evs(7), false},    // 6 is missing
+		{5, 7, evs(6, 8), false},
+		{5, 6, nil, false},
+		{5, 6, evs(7, 6), false},
+	} {
+		if got := contiguous(tc.prev, tc.rev, tc.events); got != tc.want {
+			t.Errorf("contiguous(%d, %d, %d events): got %v, want %v", tc.prev, tc.rev, len(tc.events), got, tc.want)
+		}
 	}
 }

@@ -8,14 +8,14 @@ import "time"
 // A progress notification claims that its header revision P has been fully
 // delivered: every event at or below P that a watcher wants is queued
 // before it. P is the fan-out point (Hub.fanRev). etcd's rules decide
-// whether one is sent: only if the watchers concerned are synced and P has
-// reached their start_revision. Because the fan-out runs behind Publish,
-// two more conditions make a stream-wide request wait (rather than be
-// dropped) until the fan-out catches up: P must reach the revision
-// published when the request came, as etcd answers with the store's
-// revision of that moment; and P must reach what each watcher of the
-// stream has already been told (a watch created after the fan-out point
-// was given a later revision), so that a stream's revisions never go back.
+// whether one is sent: only if the watchers concerned are synced and the
+// revision to report (for a request, the one published when it came, as
+// etcd answers with the store's revision of that moment) has reached their
+// start_revision. Because the fan-out runs behind Publish, two more
+// conditions make a request wait (rather than be dropped) until the
+// fan-out catches up: P must reach that revision, and what each watcher of
+// the stream has already been told (a watch created after the fan-out
+// point was given a later revision), so that revisions never go back.
 
 type progressVerdict uint8
 

@@ -88,8 +88,9 @@ func eventsFrom(evs []*mvccpb.Event, rev int64) []*mvccpb.Event {
 // more memory than its budget accounts for.
 type groupEvents struct {
 	g        *group
-	vals     []mvccpb.Event  // the copies, filled by add
-	evs      []*mvccpb.Event // pointers to vals, made by seal
+	first    *mvccpb.Event   // the only event added so far, not yet copied
+	vals     []mvccpb.Event  // the copies, once there are two events or more
+	evs      []*mvccpb.Event // pointers to the copies, made by seal
 	variants [filterNoPut | filterNoDelete + 1]struct {
 		done bool
 		evs  []*mvccpb.Event
@@ -97,17 +98,42 @@ type groupEvents struct {
 	}
 }
 
-// add appends a copy of ev.
+// add appends ev. A caller that knows the count in advance may give vals
+// that capacity.
 func (m *groupEvents) add(ev *mvccpb.Event) {
+	if m.vals == nil {
+		if m.first == nil {
+			m.first = ev
+			return
+		}
+		m.vals = append(make([]mvccpb.Event, 0, 4), *m.first)
+	}
 	m.vals = append(m.vals, *ev)
 }
 
-// seal makes evs point at the copies; add must not be called afterwards.
+// seal copies the events and points evs at the copies; add must not be
+// called afterwards.
 func (m *groupEvents) seal() {
+	if m.vals == nil {
+		if m.first != nil {
+			// The common case, in one allocation rather than two.
+			one := &singleEvent{val: *m.first}
+			one.ptr[0] = &one.val
+			m.evs = one.ptr[:]
+		}
+		m.first = nil
+		return
+	}
 	m.evs = make([]*mvccpb.Event, len(m.vals))
 	for i := range m.vals {
 		m.evs[i] = &m.vals[i]
 	}
+}
+
+// singleEvent holds a group's only event and the slice that points to it.
+type singleEvent struct {
+	val mvccpb.Event
+	ptr [1]*mvccpb.Event
 }
 
 // forFilter returns the events a watcher with filter f keeps, and their

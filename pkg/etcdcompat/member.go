@@ -8,6 +8,7 @@ import (
 
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/server"
+	"github.com/metastore-io/metastore/internal/watch"
 )
 
 // Member is what the services need from the local member; *server.Server
@@ -34,6 +35,9 @@ type Member interface {
 	Rev() int64
 
 	LeaseMember
+
+	// WatchHub serves the Watch service's streams.
+	WatchHub() *watch.Hub
 	ClusterMember
 }
 

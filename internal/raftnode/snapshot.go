@@ -116,7 +116,7 @@ func (s raftStorage) Snapshot() (raftpb.Snapshot, error) {
 		return snap, err
 	}
 	current := s.n.confState.Load()
-	if snap.Metadata.Index == s.n.fullSnapshotIndex.Load() && (current == nil || true) {
+	if snap.Metadata.Index == s.n.fullSnapshotIndex.Load() && (current == nil || sameConfState(snap.Metadata.ConfState, *current)) {
 		return snap, nil
 	}
 	select {

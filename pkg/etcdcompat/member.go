@@ -26,6 +26,8 @@ type Member interface {
 
 	HashKV(rev int64) (kvstore.HashKVResult, error)
 	Hash() (uint32, error)
+	// Defragment reclaims the storage engine's free space.
+	Defragment(ctx context.Context) error
 	Status() server.Status
 	Members() []*membershippb.Member
 

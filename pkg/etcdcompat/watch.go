@@ -10,8 +10,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/watch"
 )
@@ -69,7 +67,7 @@ func (ws *watchService) Watch(stream pb.Watch_WatchServer) error {
 	case errors.Is(err, context.Canceled):
 		return rpctypes.ErrGRPCWatchCanceled
 	case errors.Is(err, watch.ErrClosed):
-		return status.Error(codes.Unavailable, "etcdserver: server stopped")
+		return rpctypes.ErrGRPCStopped
 	}
 	return err
 }

@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
@@ -546,4 +547,57 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+func TestWatchServiceHubClosed(t *testing.T) {
+	f := startWatchService(t, 1.5*1024*1024)
+	rw := f.open(t)
+	rw.create(&pb.WatchCreateRequest{Key: []byte("a")})
+	rw.recv()
+	f.hub.Close()
+	select {
+	case err := <-rw.errc:
+		requireStatus(t, err, rpctypes.ErrGRPCStopped)
+	case <-time.After(watchTimeout):
+		t.Fatal("the stream did not end when the hub closed")
+	}
+}
+
+// requireStatus checks a gRPC error's code and message.
+func requireStatus(t *testing.T, err, want error) {
+	t.Helper()
+	got, _ := status.FromError(err)
+	exp, _ := status.FromError(want)
+	if got.Code() != exp.Code() || got.Message() != exp.Message() {
+		t.Fatalf("got %v, want %v", err, want)
+	}
+}
+
+// TestWatchServiceSharedEvents has several streams send the same shared
+// events concurrently (run with -race: marshaling must only read them).
+func TestWatchServiceSharedEvents(t *testing.T) {
+	f := startWatchService(t, 1.5*1024*1024)
+	const streams, writes = 4, 50
+	rws := make([]*rawWatch, streams)
+	for i := range rws {
+		rws[i] = f.open(t)
+		rws[i].create(&pb.WatchCreateRequest{Key: []byte("s"), RangeEnd: []byte("t"), PrevKv: i%2 == 0})
+		rws[i].recv()
+	}
+	for i := range writes {
+		f.write(map[string][]byte{fmt.Sprintf("s%d", i%5): []byte(fmt.Sprint(i))})
+	}
+	for i, rw := range rws {
+		var revs []int64
+		for len(revs) < writes {
+			for _, ev := range rw.recv().Events {
+				revs = append(revs, ev.Kv.ModRevision)
+			}
+		}
+		for j, r := range revs {
+			if r != int64(j+2) {
+				t.Fatalf("stream %d: event %d at revision %d, want %d", i, j, r, j+2)
+			}
+		}
+	}
 }

@@ -148,6 +148,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
+	// Watch streams never end by themselves: end them first so the drain
+	// waits only for unary RPCs (their clients get etcd's "server stopped").
+	srv.WatchHub().Close()
 	clients.Stop(drainCtx)
 	srv.Stop()
 	return result

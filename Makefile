@@ -99,6 +99,7 @@ test-linearizability-long: build tools
 bench: build tools
 	$(GO) test -run '^$$' -bench . ./internal/...
 	bench/compare.sh
+	bench/coordination.sh
 
 bench-cluster: build tools
 	bench/cluster.sh

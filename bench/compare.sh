@@ -12,6 +12,9 @@
 #   TOTAL=100000               requests per workload
 #   KEY_SIZE=8 VAL_SIZE=256    put request shape (range reads one such value)
 #   METASTORE_FLAGS=""         extra flags for bin/metastore (e.g. --storage-engine=rocksdb)
+#   WORKLOADS="put range-linearizable range-serializable lease-keepalive watch-latency"
+#   WATCH_STREAMS=10 WATCHERS_PER_STREAM=1000   watch-latency: 10,000 watchers
+#   WATCH_PUTS=1000 WATCH_PUT_RATE=100          watch-latency: puts observed by every watcher
 #   KEEP=1                     keep the work directory (logs, data) afterwards
 set -euo pipefail
 
@@ -27,7 +30,11 @@ KEEP="${KEEP:-}"
 
 benchmark="$root/bin/ref/benchmark"
 etcdctl="$root/bin/ref/etcdctl"
-workloads=(put range-linearizable range-serializable)
+read -r -a workloads <<<"${WORKLOADS:-put range-linearizable range-serializable lease-keepalive watch-latency}"
+WATCH_STREAMS="${WATCH_STREAMS:-10}"
+WATCHERS_PER_STREAM="${WATCHERS_PER_STREAM:-1000}"
+WATCH_PUTS="${WATCH_PUTS:-1000}"
+WATCH_PUT_RATE="${WATCH_PUT_RATE:-100}"
 ready_timeout=30
 
 declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
@@ -96,6 +103,11 @@ run_workload() {
 	put) args+=(put --total="$TOTAL" --key-size="$KEY_SIZE" --val-size="$VAL_SIZE") ;;
 	range-linearizable) args+=(range foo --total="$TOTAL" --consistency=l) ;;
 	range-serializable) args+=(range foo --total="$TOTAL" --consistency=s) ;;
+	lease-keepalive) args+=(lease-keepalive --total="$TOTAL") ;;
+	# Latency from put to every watcher's event, 10,000 watchers by default.
+	watch-latency) args+=(watch-latency --streams="$WATCH_STREAMS" --watchers-per-stream="$WATCHERS_PER_STREAM"
+		--put-total="$WATCH_PUTS" --put-rate="$WATCH_PUT_RATE" --val-size="$VAL_SIZE") ;;
+	*) die "unknown workload '$workload'" ;;
 	esac
 	log "$target: $workload"
 	# The progress bar goes to stderr; keep it out of the terminal.

@@ -15,14 +15,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
-	"github.com/metastore-io/metastore/internal/watch"
 	"github.com/metastore-io/metastore/internal/transport"
+	"github.com/metastore-io/metastore/internal/watch"
 )
 
 // Config is what a member needs to start. cmd/metastore fills it from etcd's
@@ -44,7 +44,7 @@ type Config struct {
 	// WatchProgressNotifyInterval is --watch-progress-notify-interval
 	// (0: etcd's default of 10 minutes).
 	WatchProgressNotifyInterval time.Duration
-	ElectionTicks   int           // --election-timeout / --heartbeat-interval
+	ElectionTicks               int // --election-timeout / --heartbeat-interval
 
 	// StrictReconfigCheck refuses membership changes that would leave
 	// fewer started or connected voters than a quorum

@@ -1,0 +1,43 @@
+// Package server is one MetaStore member: the glue between client requests,
+// Raft and the replicated state.
+//
+// # The write path
+//
+//	client RPC ─▶ propose (kv.go) ─▶ raftnode.Propose ─▶ WAL fsync on a quorum
+//	         ◀─ waitRegistry ◀─ applier.Apply (apply.go) ◀─ committed entries
+//
+// A write becomes an etcdserverpb.InternalRaftRequest with a request ID
+// unique across members and restarts (reqid.go), is proposed, and the
+// caller waits on the waitRegistry (wait.go) for that ID. The applier — the
+// raftnode.StateMachine — applies every committed entry in log order to the
+// MVCC store (internal/kvstore), the lease table (lease.go over
+// internal/lease) and the member list (internal/membership). A batch of
+// entries becomes one store batch; only after that batch is committed and
+// visible to readers are the waiting callers released. A write is therefore
+// acknowledged only once it is durable on a quorum and applied here.
+//
+// Invariant: apply is deterministic. It reads no clock, no randomness and
+// no map order; everything it decides comes from the entries (lease IDs and
+// minimum TTLs are chosen by the proposer and carried in the entry).
+//
+// # The read path
+//
+// A linearizable read (Range, read-only Txn, MemberList with Linearizable)
+// first waits in raftnode.LinearizableRead until this member has applied
+// the commit index a ReadIndex round confirmed after the read arrived;
+// concurrent reads share one round. A serializable read goes straight to
+// the store's latest committed snapshot. Reads never take the apply path's
+// locks.
+//
+// # Other responsibilities
+//
+//   - cluster*.go: identity (member and cluster IDs derived as etcd does),
+//     bootstrap of new and joining members, membership changes through Raft
+//     conf changes, and keeping the peer transport's peer list in step.
+//   - forward*.go: requests only the leader can answer (lease keep-alive and
+//     time-to-live, learner promotion) forwarded to it over the transport.
+//   - The watch hub (internal/watch) is fed from the store's OnCommit in the
+//     apply goroutine and never blocks it.
+//
+// pkg/etcdcompat exposes all of this as etcd's gRPC services.
+package server

@@ -117,8 +117,15 @@ run_workload() {
 		log "$target $workload: some requests failed:"
 		sed -n '/^Error distribution/,$p' "$out" >&2
 	fi
-	rps[$target.$workload]="$(awk '/Requests\/sec:/ { printf "%.0f", $2 }' "$out")"
-	p99[$target.$workload]="$(awk '$1 == "99%" && $2 == "in" { printf "%.2f", $3 * 1000 }' "$out")"
+	# watch-latency prints a put summary, then the one that matters: the
+	# watch events summary (events/s delivered, put-to-event latency).
+	local summary="$out"
+	if [[ "$workload" == watch-latency ]]; then
+		summary="$work/$target.$workload.events.txt"
+		sed -n '/^Watch events summary/,$p' "$out" >"$summary"
+	fi
+	rps[$target.$workload]="$(awk '/Requests\/sec:/ { printf "%.0f", $2; exit }' "$summary")"
+	p99[$target.$workload]="$(awk '$1 == "99%" && $2 == "in" { printf "%.2f", $3 * 1000; exit }' "$summary")"
 }
 
 for target in $TARGETS; do

@@ -28,7 +28,7 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build tools run test test-unit test-e2e test-e2e-etcd test-linearizability-long bench bench-cluster lint clean
+.PHONY: help deps build tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long bench bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
@@ -77,6 +77,7 @@ run: deps build
 test: deps build tools
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-e2e
+	@$(MAKE) --no-print-directory test-e2e-rocksdb
 
 test-unit:
 	pkgs="$$($(GO) list ./... | { grep -v '/test/' || true; })"; \
@@ -86,6 +87,10 @@ test-unit:
 # -count=1: the go test cache does not know the server binary changed.
 test-e2e:
 	E2E_TARGET=$(E2E_TARGET) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
+
+# The KV, watch, lease and cluster suite again on the RocksDB engine.
+test-e2e-rocksdb:
+	E2E_TARGET=metastore E2E_EXTRA_FLAGS=--storage-engine=rocksdb $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/
 
 test-e2e-etcd: tools
 	E2E_TARGET=etcd $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
@@ -100,6 +105,7 @@ bench: build tools
 	$(GO) test -run '^$$' -bench . ./internal/...
 	bench/compare.sh
 	bench/coordination.sh
+	bench/engines.sh
 
 bench-cluster: build tools
 	bench/cluster.sh

@@ -53,7 +53,7 @@ func (s *Store) load() error {
 		view.Release()
 		return err
 	}
-	lastRev, err := rebuildIndex(view, w.index, s)
+	lastRev, err := rebuildIndexPipelined(view, w.index, s)
 	if err != nil {
 		view.Release()
 		return err

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/metastore-io/metastore/internal/fileutil"
 )
 
 // Names inside the engine directory; doc.go draws the layout.
@@ -92,17 +94,7 @@ func writeFileSync(path string, data []byte) error {
 	return f.Close()
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return d.Close()
-}
+func syncDir(dir string) error { return fileutil.SyncDir(dir) }
 
 // syncTree fsyncs every file and directory under root, root included, so
 // that a database built outside RocksDB's normal write path (a restore's

@@ -15,6 +15,8 @@ import (
 	"sync"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/fileutil"
 )
 
 const (
@@ -32,32 +34,12 @@ type Ref struct {
 
 // FileName is <term 16hex>-<index 16hex>.snap.
 func (r Ref) FileName() string {
-	return fmt.Sprintf("%016x-%016x%s", r.Term, r.Index, snapExt)
+	return fileutil.HexPairName(r.Term, r.Index, snapExt)
 }
 
 func parseFileName(name string) (Ref, bool) {
-	if len(name) != 16+1+16+len(snapExt) || !strings.HasSuffix(name, snapExt) || name[16] != '-' {
-		return Ref{}, false
-	}
-	term, ok1 := parseHex16(name[:16])
-	index, ok2 := parseHex16(name[17:33])
-	return Ref{Term: term, Index: index}, ok1 && ok2
-}
-
-func parseHex16(s string) (uint64, bool) {
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			v = v<<4 | uint64(c-'0')
-		case c >= 'a' && c <= 'f':
-			v = v<<4 | uint64(c-'a'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
+	term, index, ok := fileutil.ParseHexPairName(name, snapExt)
+	return Ref{Term: term, Index: index}, ok
 }
 
 // Options tunes a Store. The zero value is usable.
@@ -312,16 +294,4 @@ func removeIfExists(path string) error {
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s for sync: %w", dir, err)
-	}
-	if err := d.Sync(); err != nil {
-		return errors.Join(fmt.Errorf("sync dir %s: %w", dir, err), d.Close())
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("close dir %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return fileutil.SyncDir(dir) }

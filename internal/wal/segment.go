@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/metastore-io/metastore/internal/fileutil"
 )
 
 const (
@@ -25,35 +27,13 @@ type segment struct {
 }
 
 func (s segment) name() string {
-	return fmt.Sprintf("%016x-%016x%s", s.seq, s.firstIndex, segmentExt)
+	return fileutil.HexPairName(s.seq, s.firstIndex, segmentExt)
 }
 
 // parseSegmentName reports whether name is a segment file name and decodes it.
 func parseSegmentName(name string) (segment, bool) {
-	if len(name) != 16+1+16+len(segmentExt) || !strings.HasSuffix(name, segmentExt) || name[16] != '-' {
-		return segment{}, false
-	}
-	seq, ok1 := parseHex16(name[:16])
-	first, ok2 := parseHex16(name[17:33])
-	return segment{seq: seq, firstIndex: first}, ok1 && ok2
-}
-
-// parseHex16 decodes exactly 16 lowercase hex digits (the only spelling we
-// write, so that one number has one file name).
-func parseHex16(s string) (uint64, bool) {
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			v = v<<4 | uint64(c-'0')
-		case c >= 'a' && c <= 'f':
-			v = v<<4 | uint64(c-'a'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
+	seq, first, ok := fileutil.ParseHexPairName(name, segmentExt)
+	return segment{seq: seq, firstIndex: first}, ok
 }
 
 // listSegments returns the segments in dir ordered by seq, after removing
@@ -128,16 +108,4 @@ func createSegment(dir string, s segment, head []byte, syncFile func(*os.File) e
 }
 
 // syncDir makes file creations, renames and removals in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s for sync: %w", dir, err)
-	}
-	if err := d.Sync(); err != nil {
-		return errors.Join(fmt.Errorf("sync dir %s: %w", dir, err), d.Close())
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("close dir %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return fileutil.SyncDir(dir) }

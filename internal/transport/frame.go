@@ -21,11 +21,8 @@ const readChunk = 1 << 20
 // errFrameTooLarge is wrapped by errors about frames over the size limit.
 var errFrameTooLarge = errors.New("frame too large")
 
-// frameSize is the encoded size of m, prefix included.
-func frameSize(m *raftpb.Message) int { return frameHeaderSize + m.Size() }
-
-// putFrame encodes m into dst, which must hold exactly frameSize(m) bytes
-// (size is m.Size(), computed once by the caller).
+// putFrame encodes m into dst, which must hold exactly
+// frameHeaderSize+size bytes (size is m.Size(), computed once by the caller).
 func putFrame(dst []byte, m *raftpb.Message, size int) error {
 	binary.BigEndian.PutUint32(dst, uint32(size))
 	if _, err := m.MarshalToSizedBuffer(dst[frameHeaderSize : frameHeaderSize+size]); err != nil {

@@ -42,47 +42,10 @@ done
 [[ -x "$etcdctl" ]] || die "reference etcdctl missing: run make tools"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-coordbench.XXXXXX")"
-cleanup() {
-	for target in "${!pid[@]}"; do
-		kill "${pid[$target]}" 2>/dev/null || true
-		wait "${pid[$target]}" 2>/dev/null || true
-	done
-	if [[ -n "$KEEP" ]]; then
-		log "logs and data kept in $work"
-	else
-		rm -rf "$work"
-	fi
-}
+name_prefix=coord
+# shellcheck source=bench/single-member.sh
+source "$root/bench/single-member.sh"
 trap cleanup EXIT
-
-endpoint() { echo "127.0.0.1:${client_port[$1]}"; }
-
-start_server() {
-	local target=$1 name="coord-$1" client peer
-	client="http://$(endpoint "$target")"
-	peer="http://127.0.0.1:${peer_port[$target]}"
-	local extra=()
-	if [[ "$target" == metastore && -n "$METASTORE_FLAGS" ]]; then
-		read -r -a extra <<<"$METASTORE_FLAGS"
-	fi
-	"${binary[$target]}" --name="$name" --data-dir="$work/$target.data" \
-		--listen-client-urls="$client" --advertise-client-urls="$client" \
-		--listen-peer-urls="$peer" --initial-advertise-peer-urls="$peer" \
-		--initial-cluster="$name=$peer" --initial-cluster-state=new \
-		"${extra[@]}" >"$work/$target.log" 2>&1 &
-	pid[$target]=$!
-}
-
-wait_ready() {
-	local target=$1 deadline=$((SECONDS + ready_timeout))
-	until "$etcdctl" --endpoints="$(endpoint "$target")" --command-timeout=2s \
-		endpoint health >/dev/null 2>&1; do
-		kill -0 "${pid[$target]}" 2>/dev/null || die "$target exited during start-up; log: $work/$target.log"
-		((SECONDS < deadline)) || die "$target not healthy after ${ready_timeout}s; log: $work/$target.log"
-		sleep 0.2
-	done
-}
-
 args=()
 for target in $TARGETS; do
 	start_server "$target"

@@ -8,19 +8,15 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/testutil"
 )
 
 // waitFor polls a condition on internal state that has no event of its
 // own, bounded by the test deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, testTimeout, what, cond)
 }
 
 // campaign makes a member that never ticks stand for election, once raft

@@ -16,6 +16,8 @@ import (
 	"github.com/metastore-io/metastore/internal/lease"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
+
+	"github.com/metastore-io/metastore/internal/testutil"
 )
 
 // testMember is one in-process member of a test cluster, with its peer
@@ -104,9 +106,6 @@ func (m *testMember) waitReady(t *testing.T) {
 	}
 }
 
-// pollInterval spaces the checks of a condition the test waits for.
-const pollInterval = 10 * time.Millisecond
-
 // leaderOf waits until every running member agrees on a leader among
 // them and returns it.
 func leaderOf(t *testing.T, ms []*testMember) *testMember {
@@ -131,17 +130,7 @@ func leaderOf(t *testing.T, ms []*testMember) *testMember {
 // eventually polls cond until it holds, failing the test after testTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	deadline := time.NewTimer(testTimeout)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
+	testutil.WaitFor(t, testTimeout, what, cond)
 }
 
 func testMembersExcept(ms []*testMember, x *testMember) []*testMember {

@@ -17,6 +17,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/snapfile"
+
+	"github.com/metastore-io/metastore/internal/testutil"
 )
 
 // testTimeout bounds every wait; generous for a loaded 2-core machine
@@ -33,13 +35,7 @@ func testContext(t testing.TB) context.Context {
 // state that has no event to wait on.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, testTimeout, what, cond)
 }
 
 // logCapture keeps a test's log lines, lets the test wait for one, and

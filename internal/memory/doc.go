@@ -31,10 +31,10 @@
 //
 // # Snapshots
 //
-// ReadView.WriteTo writes the image in a framed, versioned format with a
-// CRC-32C over everything (see snapshot.go for the byte layout and a
-// worked example), and Restore parses and verifies the whole stream into
-// a new tree before swapping it in: a truncated, reordered or corrupt
+// ReadView.WriteTo writes the image in internal/kvimage's framed,
+// versioned format with a CRC-32C over everything (magic "MSMEMSNP"; the
+// byte layout is drawn there), and Restore parses and verifies the whole
+// stream into a new tree before swapping it in: a truncated, reordered or corrupt
 // image is rejected with an error wrapping ErrCorruptSnapshot and the old
 // content is kept.
 package memory

@@ -44,11 +44,12 @@ func contents(t testing.TB, b kvstore.Backend) map[string]string {
 	return m
 }
 
-// TestSnapshotFormat pins the byte layout documented in snapshot.go.
+// TestSnapshotFormat pins the magic and version of this engine's images
+// (internal/kvimage pins the framing).
 func TestSnapshotFormat(t *testing.T) {
 	b := memory.New()
 	commitPairs(t, b, "a", "xy")
-	want := []byte("MSMEMSNP\x00\x00\x00\x01\x01\x01\x02axy\x00\x00\x00\x00\x00\x00\x00\x00\x01")
+	want := []byte("MSMEMSNP\x00\x02\x01\x01a\x02xy\x02\x00\x00\x00\x00\x00\x00\x00\x01")
 	want = binary.BigEndian.AppendUint32(want, crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli)))
 	if got := imageOf(t, b); !bytes.Equal(got, want) {
 		t.Fatalf("image\n got %x\nwant %x", got, want)

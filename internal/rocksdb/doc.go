@@ -106,18 +106,9 @@
 //
 // # Image format (ReadView.WriteTo, Backend.Restore)
 //
-// A stream of every key in order, framed and checksummed. The image of
-// {"a": "xy", "b": ""} is, byte by byte:
-//
-//	4d 53 52 4f 43 4b 53 00   magic "MSROCKS\x00"
-//	00 01                     version 1 (big endian)
-//	01 01 61 02 78 79         record: tag 1, key length 1, "a", value length 2, "xy"
-//	01 01 62 00               record: tag 1, key length 1, "b", value length 0
-//	02                        end tag
-//	00 00 00 00 00 00 00 02   record count (big endian)
-//	xx xx xx xx               CRC32C (Castagnoli) of every byte above, big endian
-//
-// Lengths are minimal uvarints and keys strictly ascend, so one content
+// A stream of every key in order, framed and checksummed in
+// internal/kvimage's format with this engine's magic "MSROCKS\x00" (see
+// that package for the byte layout and a worked example). One content
 // has exactly one image. Restore decodes the stream into sorted SST files
 // (each about WriteBufferSize) in a staging directory, verifies the count,
 // the CRC and that the stream ends right after it, and only then ingests

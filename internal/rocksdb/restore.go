@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/linxGnu/grocksdb"
+
+	"github.com/metastore-io/metastore/internal/kvimage"
 )
 
 // Restore replaces the whole content with an image written by
@@ -112,7 +114,7 @@ func (b *Backend) writeSSTs(r io.Reader, dir string) ([]string, uint64, error) {
 		}
 		return nil
 	}
-	records, err := decodeImage(r, func(key, value []byte) error {
+	records, err := kvimage.Decode(r, imageFormat, func(key, value []byte) error {
 		if writer == nil {
 			path := filepath.Join(dir, fmt.Sprintf("%06d.sst", len(files)+1))
 			writer = grocksdb.NewSSTFileWriter(env, native)

@@ -137,7 +137,7 @@ func TestRestoreOfBadImageKeepsContent(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":              nil,
 		"bad magic":          append([]byte("NOTROCKS"), good[8:]...),
-		"future version":     append(append([]byte(imageMagic), 0, 9), good[10:]...),
+		"future version":     append(append([]byte(imageFormat.Magic), 0, 9), good[10:]...),
 		"flipped byte":       flipped,
 		"trailing byte":      append(bytes.Clone(good), 0),
 		"unordered keys":     unordered,

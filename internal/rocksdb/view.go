@@ -9,6 +9,7 @@ import (
 
 	"github.com/linxGnu/grocksdb"
 
+	"github.com/metastore-io/metastore/internal/kvimage"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -146,27 +147,27 @@ func (b boundedIterator) close() {
 	b.opts.Destroy()
 }
 
-// WriteTo streams every key of the view in the image format (image.go).
+// WriteTo streams every key of the view as an image (internal/kvimage).
 func (v *readView) WriteTo(w io.Writer) (int64, error) {
 	if v.released.Load() {
 		return 0, errReleased
 	}
-	enc := newImageEncoder(w)
+	enc := kvimage.NewEncoder(w, imageFormat)
 	// A full image is a single pass too (bulk), and may be large.
 	it := v.iterator(nil, nil, true)
 	defer it.close()
 	for it.it.SeekToFirst(); it.it.Valid(); it.it.Next() {
-		if err := enc.record(it.it.Key().Data(), it.it.Value().Data()); err != nil {
-			return enc.written(), fmt.Errorf("rocksdb write image: %w", err)
+		if err := enc.Record(it.it.Key().Data(), it.it.Value().Data()); err != nil {
+			return enc.Written(), fmt.Errorf("rocksdb write image: %w", err)
 		}
 	}
 	if err := it.it.Err(); err != nil {
-		return enc.written(), fmt.Errorf("rocksdb write image: %w", err)
+		return enc.Written(), fmt.Errorf("rocksdb write image: %w", err)
 	}
-	if err := enc.finish(); err != nil {
-		return enc.written(), fmt.Errorf("rocksdb write image: %w", err)
+	if err := enc.Finish(); err != nil {
+		return enc.Written(), fmt.Errorf("rocksdb write image: %w", err)
 	}
-	return enc.written(), nil
+	return enc.Written(), nil
 }
 
 // Persist fsyncs the WAL of the view's database (FlushWAL with sync), so

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -61,7 +60,7 @@ func startCtlWatch(ctx context.Context, t *testing.T, s *server, args ...string)
 	w := &ctlWatch{t: t, ctx: ctx, args: args, lines: make(chan string, 1024), exited: make(chan struct{})}
 	full := append([]string{"--endpoints=" + strings.Join(s.cluster.Endpoints(), ","), "watch"}, args...)
 	cmd := exec.CommandContext(procCtx, framework.EtcdctlPath(s.cluster.RepoRoot()), full...)
-	cmd.Env = etcdctlEnv()
+	cmd.Env = framework.ProcessEnv()
 	cmd.Stderr = &w.stderr
 	cmd.WaitDelay = etcdctlExitTimeout
 	// A watch outlives its server (it retries forever), so a crashed test
@@ -99,20 +98,6 @@ func startCtlWatch(ctx context.Context, t *testing.T, s *server, args ...string)
 		<-w.exited
 	})
 	return w
-}
-
-// etcdctlEnv is the test's environment without ETCD_* and ETCDCTL_*
-// variables, which etcdctl would read as flags (ETCDCTL_WATCH_KEY changes
-// what `watch` watches). ETCDCTL_API is left out too: etcdctl 3.6 speaks
-// only v3 and warns about it on stderr, which the tests compare exactly.
-func etcdctlEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ETCD_") && !strings.HasPrefix(kv, "ETCDCTL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // next returns the next line of output. The process ending first fails

@@ -43,7 +43,7 @@ func (e *Etcdctl) Run(ctx context.Context, args ...string) (CmdResult, error) {
 func (e *Etcdctl) RunWithStdin(ctx context.Context, stdin string, args ...string) (CmdResult, error) {
 	full := append([]string{"--endpoints=" + strings.Join(e.endpoints, ",")}, args...)
 	cmd := exec.CommandContext(ctx, e.binary, full...)
-	cmd.Env = append(serverEnv(), "ETCDCTL_API=3")
+	cmd.Env = ProcessEnv()
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

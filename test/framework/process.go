@@ -46,7 +46,7 @@ func startProcess(binary string, args []string, logFile *os.File) (*serverProces
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Env = serverEnv()
+	cmd.Env = ProcessEnv()
 	// If the test binary dies (panic, -timeout) the kernel kills the server
 	// too, instead of leaving it bound to its ports.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -114,7 +114,12 @@ func (p *serverProcess) wait(timeout time.Duration) (ExitStatus, error) {
 	}
 }
 
-func serverEnv() []string {
+// ProcessEnv is the test's environment without ETCD_* and ETCDCTL_*
+// variables, for the servers and etcdctl processes the tests start: both
+// read those as flags (ETCDCTL_WATCH_KEY changes what `watch` watches).
+// ETCDCTL_API is left out too: etcdctl 3.6 speaks only v3 and warns about
+// the variable on stderr.
+func ProcessEnv() []string {
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "ETCD_") || strings.HasPrefix(kv, "ETCDCTL_") {

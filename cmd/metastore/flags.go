@@ -37,6 +37,7 @@ type options struct {
 	logFormat                string
 	storageEngine            string
 	watchProgressInterval    time.Duration
+	enablePprof              bool
 	rocksdb                  rocksdbFlags
 }
 
@@ -72,6 +73,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
 	fs.StringVar(&o.storageEngine, "storage-engine", "memory", "Storage engine: memory or rocksdb.")
 	fs.DurationVar(&o.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "Duration of periodic watch progress notifications.")
+	fs.BoolVar(&o.enablePprof, "enable-pprof", false, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\"")
 	fs.DurationVar(&o.watchProgressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Deprecated alias of --watch-progress-notify-interval (etcd 3.5 name).")
 
 	def := rocksdb.DefaultOptions()
@@ -98,6 +100,12 @@ func (o *options) rocksdbOptions(logger *slog.Logger) (rocksdb.Options, error) {
 	opts.MaxWriteBuffers = o.rocksdb.maxWriteBuffers
 	opts.MaxBackgroundJobs = o.rocksdb.maxBackgroundJobs
 	return opts, nil
+}
+
+// pprofEnabled reports whether /debug/pprof/ is served: with
+// --enable-pprof, or at --log-level=debug as etcd does.
+func (o *options) pprofEnabled() bool {
+	return o.enablePprof || o.logLevel == "debug"
 }
 
 // applyEnv sets every flag not given on the command line from

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -38,6 +39,15 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	initial, _ := membership.ParseInitialCluster(o.initialCluster) // validated
+
+	if o.pprofEnabled() {
+		// etcd samples 1 in 5 mutex contention events once profiling is
+		// on, unless the process already chose a rate.
+		if runtime.SetMutexProfileFraction(-1) == 0 {
+			runtime.SetMutexProfileFraction(5)
+		}
+		logger.Info("pprof is enabled", "path", "/debug/pprof")
+	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -120,6 +130,7 @@ func run(ctx context.Context, o *options) error {
 		MaxTxnOps:       o.maxTxnOps,
 		Logger:          logger,
 		Metrics:         registry,
+		EnablePprof:     o.pprofEnabled(),
 	})
 	if err != nil {
 		srv.Stop()

@@ -1,7 +1,8 @@
 // Package etcdcompat is MetaStore's client face: etcd's v3 gRPC services
 // (KV, Maintenance, Cluster, and later Watch, Lease, Auth), the JSON gateway
-// and the HTTP endpoints (/health, /version, /metrics) served on the client
-// port exactly as etcd 3.6 serves them.
+// and the HTTP endpoints (/health, /version, /metrics, and /debug/pprof/
+// with --enable-pprof) served on the client port exactly as etcd 3.6
+// serves them.
 //
 // It translates; it decides nothing. Each RPC validates its request the way
 // etcd's v3rpc layer does (so the same bad request gets the same gRPC code

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -39,6 +40,10 @@ type Config struct {
 	Logger          *slog.Logger
 	// Metrics is served on /metrics; nil serves an empty registry.
 	Metrics prometheus.Gatherer
+	// EnablePprof serves the Go runtime profiles under /debug/pprof/ (etcd's
+	// --enable-pprof). Off by default: a CPU profile or trace costs the
+	// server CPU and anyone who can reach the client port can start one.
+	EnablePprof bool
 }
 
 // ClientServer serves etcd's client protocol (gRPC, JSON gateway, HTTP
@@ -88,8 +93,8 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 }
 
 // Serve accepts clients on l until Stop: gRPC over HTTP/2, and the JSON
-// gateway plus /health, /version and /metrics over HTTP/1.1, told apart by
-// the connection's first bytes as etcd does.
+// gateway plus /health, /version, /metrics (and /debug/pprof/ if enabled)
+// over HTTP/1.1, told apart by the connection's first bytes as etcd does.
 func (s *ClientServer) Serve(l net.Listener) error {
 	m := cmux.New(l)
 	grpcL := m.Match(cmux.HTTP2())
@@ -195,7 +200,28 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 		gatherer = prometheus.NewRegistry()
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	if s.cfg.EnablePprof {
+		registerPprof(mux)
+	}
 	return mux
+}
+
+// pprofPrefix is where etcd serves the runtime profiles.
+const pprofPrefix = "/debug/pprof"
+
+// registerPprof adds the handlers etcd's debugutil.PProfHandlers serves:
+// the index (which also serves every named profile, e.g. allocs), CPU
+// profile, symbol lookup, command line and execution trace, and the named
+// profiles etcd lists explicitly.
+func registerPprof(mux *http.ServeMux) {
+	mux.HandleFunc(pprofPrefix+"/", pprof.Index)
+	mux.HandleFunc(pprofPrefix+"/profile", pprof.Profile)
+	mux.HandleFunc(pprofPrefix+"/symbol", pprof.Symbol)
+	mux.HandleFunc(pprofPrefix+"/cmdline", pprof.Cmdline)
+	mux.HandleFunc(pprofPrefix+"/trace", pprof.Trace)
+	for _, name := range []string{"heap", "goroutine", "threadcreate", "block", "mutex"} {
+		mux.Handle(pprofPrefix+"/"+name, pprof.Handler(name))
+	}
 }
 
 // healthReport is etcd's /health body.

@@ -3,8 +3,9 @@
 #
 # Starts one single-member server per target (own ports, own data dir under
 # a temporary directory), runs etcd's own `benchmark` tool against each in
-# turn - put, linearizable range, serializable range - and prints req/s and
-# p99 latency per workload next to each other.
+# turn - put, linearizable range, serializable range, lease keep-alive and
+# two watch workloads - and prints req/s and p99 latency per workload next
+# to each other.
 #
 # Environment knobs (defaults match the etcd performance docs):
 #   TARGETS="metastore etcd"   which servers to run (either or both)
@@ -12,9 +13,21 @@
 #   TOTAL=100000               requests per workload
 #   KEY_SIZE=8 VAL_SIZE=256    put request shape (range reads one such value)
 #   METASTORE_FLAGS=""         extra flags for bin/metastore (e.g. --storage-engine=rocksdb)
-#   WORKLOADS="put range-linearizable range-serializable lease-keepalive watch-latency"
+#   WORKLOADS="put range-linearizable range-serializable lease-keepalive watch-latency watch"
 #   WATCH_STREAMS=10 WATCHERS_PER_STREAM=1000   watch-latency: 10,000 watchers
 #   WATCH_PUTS=1000 WATCH_PUT_RATE=100          watch-latency: puts observed by every watcher
+#   WATCH_BENCH_STREAMS=100 WATCH_BENCH_WATCHERS_PER_STREAM=100
+#                              watch: 10,000 watchers, created one at a time per
+#                              stream (clientv3), all streams at once
+#   WATCH_BENCH_KEYS=100       watch: distinct keys watched (each by 10,000/100
+#                              watchers)
+#   WATCH_BENCH_PUTS=10000 WATCH_BENCH_PUT_RATE=0
+#                              watch: puts spread over those keys, from CLIENTS
+#                              writers (rate 0: unlimited); events delivered =
+#                              puts x watchers per key (1,000,000)
+# The watch workload reports two rows: watch-create (creates/s and create
+# p99) and watch-events (events/s delivered while the puts run; no p99, as
+# the tool times only its own hand-off of each received event).
 #   KEEP=1                     keep the work directory (logs, data) afterwards
 set -euo pipefail
 
@@ -30,11 +43,16 @@ KEEP="${KEEP:-}"
 
 benchmark="$root/bin/ref/benchmark"
 etcdctl="$root/bin/ref/etcdctl"
-read -r -a workloads <<<"${WORKLOADS:-put range-linearizable range-serializable lease-keepalive watch-latency}"
+read -r -a workloads <<<"${WORKLOADS:-put range-linearizable range-serializable lease-keepalive watch-latency watch}"
 WATCH_STREAMS="${WATCH_STREAMS:-10}"
 WATCHERS_PER_STREAM="${WATCHERS_PER_STREAM:-1000}"
 WATCH_PUTS="${WATCH_PUTS:-1000}"
 WATCH_PUT_RATE="${WATCH_PUT_RATE:-100}"
+WATCH_BENCH_STREAMS="${WATCH_BENCH_STREAMS:-100}"
+WATCH_BENCH_WATCHERS_PER_STREAM="${WATCH_BENCH_WATCHERS_PER_STREAM:-100}"
+WATCH_BENCH_KEYS="${WATCH_BENCH_KEYS:-100}"
+WATCH_BENCH_PUTS="${WATCH_BENCH_PUTS:-10000}"
+WATCH_BENCH_PUT_RATE="${WATCH_BENCH_PUT_RATE:-0}"
 ready_timeout=30
 
 declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
@@ -58,6 +76,13 @@ name_prefix=bench
 # shellcheck source=bench/single-member.sh
 source "$root/bench/single-member.sh"
 trap cleanup EXIT
+# record ROW TARGET SUMMARY: req/s and p99 (ms) of one of the tool's
+# summaries (a file holding that summary first) into rps and p99.
+record() {
+	rps[$2.$1]="$(awk '/Requests\/sec:/ { printf "%.0f", $2; exit }' "$3")"
+	p99[$2.$1]="$(awk '$1 == "99%" && $2 == "in" { printf "%.2f", $3 * 1000; exit }' "$3")"
+}
+
 # run_workload TARGET WORKLOAD: runs the benchmark, records req/s and p99.
 run_workload() {
 	local target=$1 workload=$2 out="$work/$1.$2.txt"
@@ -70,6 +95,11 @@ run_workload() {
 	# Latency from put to every watcher's event, 10,000 watchers by default.
 	watch-latency) args+=(watch-latency --streams="$WATCH_STREAMS" --watchers-per-stream="$WATCHERS_PER_STREAM"
 		--put-total="$WATCH_PUTS" --put-rate="$WATCH_PUT_RATE" --val-size="$VAL_SIZE") ;;
+	# Watch creation, then event delivery under concurrent puts. Sequential
+	# keys make the watched keys distinct (by default they are one key).
+	watch) args+=(watch --streams="$WATCH_BENCH_STREAMS" --watch-per-stream="$WATCH_BENCH_WATCHERS_PER_STREAM"
+		--watched-key-total="$WATCH_BENCH_KEYS" --key-space-size="$WATCH_BENCH_KEYS" --sequential-keys
+		--key-size="$KEY_SIZE" --put-total="$WATCH_BENCH_PUTS" --put-rate="$WATCH_BENCH_PUT_RATE") ;;
 	*) die "unknown workload '$workload'" ;;
 	esac
 	log "$target: $workload"
@@ -80,15 +110,24 @@ run_workload() {
 		log "$target $workload: some requests failed:"
 		sed -n '/^Error distribution/,$p' "$out" >&2
 	fi
+	case "$workload" in
 	# watch-latency prints a put summary, then the one that matters: the
 	# watch events summary (events/s delivered, put-to-event latency).
-	local summary="$out"
-	if [[ "$workload" == watch-latency ]]; then
-		summary="$work/$target.$workload.events.txt"
-		sed -n '/^Watch events summary/,$p' "$out" >"$summary"
-	fi
-	rps[$target.$workload]="$(awk '/Requests\/sec:/ { printf "%.0f", $2; exit }' "$summary")"
-	p99[$target.$workload]="$(awk '$1 == "99%" && $2 == "in" { printf "%.2f", $3 * 1000; exit }' "$summary")"
+	watch-latency)
+		sed -n '/^Watch events summary/,$p' "$out" >"$out.events"
+		record "$workload" "$target" "$out.events"
+		;;
+	# watch prints a creation summary (each create's round trip), then the
+	# events received summary, whose latencies are the tool's own hand-off
+	# of an event already received: only its rate is kept.
+	watch)
+		record watch-create "$target" "$out"
+		sed -n '/^Watch events received summary/,$p' "$out" >"$out.events"
+		record watch-events "$target" "$out.events"
+		p99[$target.watch-events]=-
+		;;
+	*) record "$workload" "$target" "$out" ;;
+	esac
 }
 
 for target in $TARGETS; do
@@ -106,6 +145,16 @@ for workload in "${workloads[@]}"; do
 	done
 done
 
+# One row per workload; watch gives two.
+rows=()
+for workload in "${workloads[@]}"; do
+	if [[ "$workload" == watch ]]; then
+		rows+=(watch-create watch-events)
+	else
+		rows+=("$workload")
+	fi
+done
+
 echo
 echo "conns=$CONNS clients=$CLIENTS total=$TOTAL key-size=$KEY_SIZE val-size=$VAL_SIZE"
 # With both targets, the last column is MetaStore's throughput relative to etcd's.
@@ -117,13 +166,13 @@ for target in $TARGETS; do
 done
 [[ -n "$both" ]] && printf '  %16s' "metastore/etcd"
 echo
-for workload in "${workloads[@]}"; do
-	printf '%-20s' "$workload"
+for row in "${rows[@]}"; do
+	printf '%-20s' "$row"
 	for target in $TARGETS; do
-		printf '  %14s  %12s' "${rps[$target.$workload]:-?}" "${p99[$target.$workload]:-?}"
+		printf '  %14s  %12s' "${rps[$target.$row]:-?}" "${p99[$target.$row]:-?}"
 	done
 	if [[ -n "$both" ]]; then
-		printf '  %16s' "$(awk -v m="${rps[metastore.$workload]:-0}" -v e="${rps[etcd.$workload]:-0}" \
+		printf '  %16s' "$(awk -v m="${rps[metastore.$row]:-0}" -v e="${rps[etcd.$row]:-0}" \
 			'BEGIN { if (e > 0) printf "%.2fx", m / e; else print "?" }')"
 	fi
 	echo

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"fmt"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -69,8 +70,10 @@ func (n *Node) applyBatch(ap toApply) error {
 	if len(ents) > 0 && ents[0].Index > st.processed+1 {
 		return fmt.Errorf("raftnode: committed entry %d follows processed entry %d: entries missing", ents[0].Index, st.processed)
 	}
-	// Split the batch after each conf change so that every Apply call
-	// sees the configuration its last entry produced.
+	// A conf change is applied on its own: the entries before it first, so
+	// that the state machine validates it against the state they produced;
+	// then the change to raft's configuration (or the no-op of a veto);
+	// then the entry, with the configuration it left.
 	start := 0
 	for i := range ents {
 		if ents[i].Index <= st.processed {
@@ -78,11 +81,12 @@ func (n *Node) applyBatch(ap toApply) error {
 			continue
 		}
 		if isConfChange(ents[i].Type) {
+			n.deliver(ents[start:i], nil)
 			cs, err := n.applyConfChange(&ents[i])
 			if err != nil {
 				return err
 			}
-			n.deliver(ents[start:i+1], cs)
+			n.deliver(ents[i:i+1], cs)
 			start = i + 1
 		}
 	}
@@ -113,6 +117,9 @@ func (n *Node) deliver(ents []raftpb.Entry, cs *raftpb.ConfState) {
 	st.applied, st.appliedTerm = last.Index, last.Term
 }
 
+// applyConfChange applies the conf change entry e to raft's configuration,
+// unless the state machine vetoes it (ConfChangeValidator), and returns the
+// configuration raft then holds.
 func (n *Node) applyConfChange(e *raftpb.Entry) (*raftpb.ConfState, error) {
 	var cc raftpb.ConfChangeI
 	switch e.Type {
@@ -129,11 +136,32 @@ func (n *Node) applyConfChange(e *raftpb.Entry) (*raftpb.ConfState, error) {
 		}
 		cc = c
 	}
+	vetoed := false
+	if v, ok := n.sm.(ConfChangeValidator); ok {
+		if err := v.ValidateConfChange(e.Index, cc); err != nil {
+			n.logger.Warn("state machine vetoed conf change; raft's configuration stays as it is",
+				"index", e.Index, "reason", err)
+			cc, vetoed = vetoedConfChange(cc), true
+		}
+	}
 	cs := n.raft.ApplyConfChange(cc)
 	n.apply.confState = *cs
 	n.publishConfState(*cs)
-	n.logger.Info("applied conf change", "index", e.Index, "voters", cs.Voters, "learners", cs.Learners)
+	if !vetoed {
+		n.logger.Info("applied conf change", "index", e.Index, "voters", cs.Voters, "learners", cs.Learners)
+	}
 	return cs, nil
+}
+
+// vetoedConfChange is what raft applies in place of a vetoed change: a
+// change of node raft.None, which raft's configuration changer skips, so
+// the entry counts as applied while the configuration stays as it was
+// (etcd sets cc.NodeID = raft.None the same way). A ConfChangeV2 is
+// replaced whole by such a V1 change: its transition, kept with no-op
+// changes, could still enter or leave a joint configuration.
+func vetoedConfChange(cc raftpb.ConfChangeI) raftpb.ConfChange {
+	v1, _ := cc.AsV1()
+	return raftpb.ConfChange{Type: v1.Type, NodeID: raft.None}
 }
 
 // applySnapshot restores the state machine from a snapshot the leader sent,

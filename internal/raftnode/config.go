@@ -15,9 +15,10 @@ import (
 )
 
 // StateMachine is what the replicated log drives. raftnode calls Apply,
-// Snapshot and Restore from one goroutine (AppliedIndex also before Start
-// returns), so the state machine needs no locking against itself; it must
-// only make Image.WriteTo safe to run concurrently with later Applies.
+// Snapshot, Restore (and ValidateConfChange, below) from one goroutine
+// (AppliedIndex also before Start returns), so the state machine needs no
+// locking against itself; it must only make Image.WriteTo safe to run
+// concurrently with later Applies.
 type StateMachine interface {
 	// AppliedIndex is the index of the last entry whose effects the state
 	// machine holds: after a restart, what its engine recovered; 0 for a
@@ -25,16 +26,53 @@ type StateMachine interface {
 	AppliedIndex() uint64
 	// Apply applies committed entries in log order. EntryNormal entries
 	// with empty Data (a new leader's empty entry) are passed too: they
-	// advance the index. A batch holds at most one conf-change entry, as
-	// its last entry; raftnode has already called raft's ApplyConfChange
-	// for it and confState is the resulting configuration (nil for a batch
-	// without a conf change). Entries and their Data must not be modified.
+	// advance the index. A conf-change entry comes alone in its batch,
+	// after the entries before it were applied, with confState the
+	// configuration raft holds once it took effect: unchanged if the
+	// state machine vetoed it (ConfChangeValidator). confState is nil for
+	// a batch without a conf change. Entries and their Data must not be
+	// modified.
 	Apply(entries []raftpb.Entry, confState *raftpb.ConfState)
 	// Snapshot returns an image of the state as of the last Apply.
 	Snapshot() (Image, error)
 	// Restore replaces the whole state with an image written by a
 	// Snapshot's WriteTo, captured at meta.Index.
 	Restore(r io.Reader, meta raftpb.SnapshotMetadata) error
+}
+
+// ConfChangeValidator is implemented by a StateMachine that keeps its own
+// record of the configuration (the server's member list) and refuses some
+// changes: raft's configuration must follow only the changes it accepts,
+// or the two would diverge when conflicting changes race through the log
+// (two adds of one peer URL proposed on two members both commit; only
+// the first may take effect). A state machine without one accepts every
+// change.
+//
+// For each committed conf-change entry, in log order, raftnode passes
+// every entry before it to Apply, then calls ValidateConfChange, then
+// applies the change to raft's configuration — or, when it was vetoed, a
+// change of node raft.None in its place, which raft skips (etcd's
+// cc.NodeID = raft.None) — and then passes the entry itself to Apply, so
+// the state machine can answer its proposer either way.
+//
+// Example: member list {1, 2, 3}; entries 7 "add 4 at URL u" and 8 "add 5
+// at URL u" commit. At 7 the list has no u: accepted, raft and the list
+// both gain 4. At 8 u belongs to 4: vetoed, raft applies the no-op, its
+// configuration stays {1, 2, 3, 4}, equal to the list, and Apply of 8
+// answers the proposer of 5 with the error.
+type ConfChangeValidator interface {
+	// ValidateConfChange returns nil if the committed conf change at index
+	// takes effect, or why it does not. The decision must follow from
+	// replicated state only (the entries before index), never from local
+	// flags or clocks, so that every member decides alike.
+	//
+	// After a restart raft redelivers entries from its snapshot on to
+	// rebuild its configuration, including entries the state machine
+	// already holds (index <= AppliedIndex at Start). For those the state
+	// machine must return the decision it took when it applied the entry
+	// (it has to record vetoes durably with the entry): its state has moved
+	// past the entry and would decide differently.
+	ValidateConfChange(index uint64, cc raftpb.ConfChangeI) error
 }
 
 // Image is a point-in-time image of a state machine. WriteTo may run in

@@ -2,8 +2,9 @@
 // persists what raft decides, applies committed entries to a StateMachine,
 // takes snapshots, and serves linearizable reads. It is the only package
 // that talks to raft; the state machine sees a narrow seam (Apply,
-// Snapshot, Restore, AppliedIndex) in the style of hashicorp/raft's FSM,
-// and peers are reached through a Transport, nil for a single member.
+// Snapshot, Restore, AppliedIndex, and optionally ValidateConfChange) in
+// the style of hashicorp/raft's FSM, and peers are reached through a
+// Transport, nil for a single member.
 //
 // # Data directory
 //
@@ -34,6 +35,21 @@
 //     the WAL, then creates the raft snapshot, compacts the in-memory log
 //     to index-SnapshotCatchUpEntries and releases WAL segments before the
 //     snapshot. One at a time.
+//
+// # Conf changes
+//
+// A committed conf change reaches raft's configuration only through the
+// apply loop, in log order: the entries before it are applied first; a
+// state machine implementing ConfChangeValidator then accepts or vetoes
+// it, deciding from replicated state alone; raft applies the change, or
+// in place of a vetoed one a change of node raft.None that leaves its
+// configuration as it is (etcd's way); last the entry itself is applied,
+// alone in its batch, with the resulting configuration. Invariant: raft's
+// configuration is the one the state machine's accepted changes describe
+// (for the server: its member list), on every member, also when two
+// conflicting changes were proposed on two members and both committed.
+// On restart the state machine repeats for entries it already holds the
+// decisions it recorded when applying them.
 //
 // # Snapshots carry no data inside raft
 //
@@ -101,8 +117,9 @@
 // snapshot index: raft redelivers every committed entry after the
 // snapshot, the apply loop passes to Apply only those above the state
 // machine's AppliedIndex, and feeds every conf change among them back to
-// raft (ApplyConfChange), which rebuilds its configuration that way. (Starting raft at the state
-// machine's AppliedIndex instead would skip those conf changes.) A member
+// raft (ApplyConfChange, vetoed ones as the no-op again), which rebuilds
+// its configuration that way. (Starting raft at the state machine's
+// AppliedIndex instead would skip those conf changes.) A member
 // that is its configuration's only voter campaigns at once on restart
 // (skipElectionWaitIfAlone) rather than after an election timeout, so
 // that it serves reads sooner.
@@ -119,7 +136,11 @@
 // commit index confirmed by a heartbeat quorum, re-asks after half an
 // election timeout or at once when a new leader is known, and is abandoned
 // when all its callers gave up. A confirmed round waits for the apply loop
-// to reach its index without holding up the next round.
+// to reach its index without holding up the next round. A request's
+// context (member ID, sequence number) is unique across members and
+// incarnations: the leader's raft silently drops a request whose context
+// is already pending, so with a bare per-member counter the members
+// would lose requests to each other (see readRequestCtxLen).
 //
 // # Failures
 //

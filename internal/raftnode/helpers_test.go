@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,12 +36,54 @@ type fakeSM struct {
 	// beforeApply, if set, runs (without the lock) before each entry is
 	// applied; tests use it to block the apply loop.
 	beforeApply func(e raftpb.Entry)
+	// veto, if set, decides conf changes (ConfChangeValidator); nil
+	// accepts all. vetoing is the index it last vetoed, until applied.
+	veto    func(cc raftpb.ConfChangeI) error
+	vetoing uint64
+	// heldValidations counts ValidateConfChange calls for entries the
+	// state machine already held (raft's replay after a restart).
+	heldValidations int
 }
 
 type fakeState struct {
 	Applied  uint64
 	Payloads []string
 	Voters   []uint64
+	Learners []uint64
+	// ConfChanges counts the conf-change entries applied.
+	ConfChanges int
+	// Vetoed are the indexes of the conf changes this state machine
+	// vetoed, recorded with the state as ValidateConfChange requires.
+	Vetoed []uint64
+}
+
+// errFakeVeto is the reason a fakeSM gives when asked again about a
+// conf change it vetoed before.
+var errFakeVeto = errors.New("fakeSM: vetoed")
+
+// ValidateConfChange answers from the veto record for entries it holds,
+// and from the veto policy for the next entry.
+func (s *fakeSM) ValidateConfChange(index uint64, cc raftpb.ConfChangeI) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if index <= s.state.Applied {
+		s.heldValidations++
+		if slices.Contains(s.state.Vetoed, index) {
+			return errFakeVeto
+		}
+		return nil
+	}
+	if index != s.state.Applied+1 {
+		s.violate(fmt.Errorf("conf change %d validated with only %d entries applied", index, s.state.Applied))
+	}
+	if s.veto == nil {
+		return nil
+	}
+	err := s.veto(cc)
+	if err != nil {
+		s.vetoing = index
+	}
+	return err
 }
 
 func newFakeSM() *fakeSM { return &fakeSM{changed: make(chan struct{})} }
@@ -58,7 +102,7 @@ func (s *fakeSM) Apply(ents []raftpb.Entry, cs *raftpb.ConfState) {
 	s.inApply = true
 	hook := s.beforeApply
 	s.mu.Unlock()
-	for i, e := range ents {
+	for _, e := range ents {
 		if hook != nil {
 			hook(e)
 		}
@@ -66,18 +110,28 @@ func (s *fakeSM) Apply(ents []raftpb.Entry, cs *raftpb.ConfState) {
 		if e.Index != s.state.Applied+1 {
 			s.violate(fmt.Errorf("applied entry %d after %d", e.Index, s.state.Applied))
 		}
-		if cs != nil && i == len(ents)-1 && !isConfChange(e.Type) {
-			s.violate(fmt.Errorf("confState passed with a batch not ending in a conf change"))
+		if cs != nil && !isConfChange(e.Type) {
+			s.violate(fmt.Errorf("confState passed with a batch holding entry %d, not a conf change", e.Index))
 		}
-		if isConfChange(e.Type) && (cs == nil || i != len(ents)-1) {
-			s.violate(fmt.Errorf("conf change %d not last in its batch or without confState", e.Index))
+		if isConfChange(e.Type) && (cs == nil || len(ents) != 1) {
+			s.violate(fmt.Errorf("conf change %d not alone in its batch or without confState", e.Index))
 		}
 		s.state.Applied = e.Index
 		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
 			s.state.Payloads = append(s.state.Payloads, string(e.Data))
 		}
-		if cs != nil && i == len(ents)-1 {
-			s.state.Voters = append([]uint64(nil), cs.Voters...)
+		if isConfChange(e.Type) && cs != nil {
+			s.state.ConfChanges++
+			voters, learners := slices.Clone(cs.Voters), slices.Clone(cs.Learners)
+			slices.Sort(voters)
+			slices.Sort(learners)
+			if s.vetoing == e.Index {
+				s.state.Vetoed = append(s.state.Vetoed, e.Index)
+				if !slices.Equal(voters, s.state.Voters) || !slices.Equal(learners, s.state.Learners) {
+					s.violate(fmt.Errorf("vetoed conf change %d changed the configuration to voters %v learners %v", e.Index, voters, learners))
+				}
+			}
+			s.state.Voters, s.state.Learners = voters, learners
 		}
 		s.notifyLocked()
 		s.mu.Unlock()

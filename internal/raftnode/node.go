@@ -22,6 +22,12 @@ var (
 	// ErrNoLeader is wrapped by LinearizableRead errors when its context
 	// ended while no leader was known.
 	ErrNoLeader = errors.New("raftnode: no leader")
+	// ErrProposalUnconfirmed is wrapped, together with the context's
+	// error, by Propose and ProposeConfChange when their context ended
+	// before raft confirmed it took the proposal: raft holds proposals
+	// back while it knows no leader. The proposal is most likely not in
+	// the log, but may still get there.
+	ErrProposalUnconfirmed = errors.New("raftnode: raft did not confirm the proposal")
 )
 
 // Node is one running raft member: it persists raft's output, applies
@@ -127,7 +133,9 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 
 // Propose asks raft to append data to the log. It returns once raft has
 // accepted the proposal (not once it is committed); a proposal can still be
-// lost, for example when leadership changes before it commits.
+// lost, for example when leadership changes before it commits. While no
+// leader is known it waits for one until ctx ends, and then returns an
+// error wrapping ErrProposalUnconfirmed and ctx.Err().
 func (n *Node) Propose(ctx context.Context, data []byte) error {
 	select {
 	case <-n.stopping:
@@ -136,13 +144,14 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 	}
 	if err := n.raft.Propose(ctx, data); err != nil {
 		n.metrics.proposalsFailed.Inc()
-		return n.raftError("propose", err)
+		return n.proposeError(ctx, "propose", err)
 	}
 	return nil
 }
 
 // ProposeConfChange proposes a membership change; it takes effect when the
-// entry is applied.
+// entry is applied, unless the state machine vetoes it then
+// (ConfChangeValidator). Errors are Propose's.
 func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) error {
 	select {
 	case <-n.stopping:
@@ -151,7 +160,7 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) err
 	}
 	if err := n.raft.ProposeConfChange(ctx, cc); err != nil {
 		n.metrics.proposalsFailed.Inc()
-		return n.raftError("propose conf change", err)
+		return n.proposeError(ctx, "propose conf change", err)
 	}
 	return nil
 }
@@ -290,6 +299,15 @@ func (n *Node) fail(err error) {
 	n.setErr(err)
 	n.logger.Error("raft node failed, stopping", "err", err)
 	go n.Stop()
+}
+
+// proposeError tells a proposal raft never confirmed (ctx ended first)
+// from one it refused.
+func (n *Node) proposeError(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return fmt.Errorf("raftnode: %s: %w: %w", op, ErrProposalUnconfirmed, err)
+	}
+	return n.raftError(op, err)
 }
 
 func (n *Node) raftError(op string, err error) error {

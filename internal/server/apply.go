@@ -1,10 +1,8 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
@@ -25,7 +23,9 @@ type pendingResult struct {
 }
 
 // applier is the state machine behind Raft (raftnode.StateMachine): it
-// applies committed entries to the MVCC store and the member list.
+// applies committed entries to the MVCC store and the member list, and
+// decides which conf changes take effect (raftnode.ConfChangeValidator,
+// cluster_apply.go).
 //
 // Invariant: everything it does is a function of the entries alone — no
 // wall clock, randomness or map iteration order — so every member that
@@ -44,7 +44,10 @@ type applier struct {
 
 func newApplier(s *Server) *applier { return &applier{s: s} }
 
-var _ raftnode.StateMachine = (*applier)(nil)
+var (
+	_ raftnode.StateMachine        = (*applier)(nil)
+	_ raftnode.ConfChangeValidator = (*applier)(nil)
+)
 
 // AppliedIndex is the index of the last entry the store holds.
 func (a *applier) AppliedIndex() uint64 {
@@ -66,22 +69,8 @@ func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
 		switch e.Type {
 		case raftpb.EntryNormal:
 			a.applyNormal(e)
-		case raftpb.EntryConfChange:
-			var cc raftpb.ConfChange
-			if err := cc.Unmarshal(e.Data); err != nil {
-				a.s.log.Error("skipping undecodable conf change entry", "index", e.Index, "error", err)
-				break
-			}
-			a.applyConfChange(cc)
-		case raftpb.EntryConfChangeV2:
-			var cc raftpb.ConfChangeV2
-			if err := cc.Unmarshal(e.Data); err != nil {
-				a.s.log.Error("skipping undecodable conf change entry", "index", e.Index, "error", err)
-				break
-			}
-			for _, single := range cc.Changes {
-				a.applyConfChange(raftpb.ConfChange{Type: single.Type, NodeID: single.NodeID, Context: cc.Context})
-			}
+		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+			a.applyConfChange(e) // cluster_apply.go
 		}
 		kv.SetConsistentIndex(e.Index, e.Term)
 	}
@@ -148,77 +137,6 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest) applyResult {
 		res.err = ErrNotImplementedOp
 	}
 	return res
-}
-
-// applyConfChange records a conf change in the member list and answers
-// its proposer with the resulting list, or with why the change was void.
-//
-// The change is validated against the member list first, as etcd does, so
-// a conflicting change that raced past its proposer's own check (two adds
-// of one peer URL from two members) leaves the list unchanged. raft has
-// already applied it to its configuration by now (raftnode does that
-// before Apply); the refusal is logged so an operator can undo it.
-// Validation uses replicated state only (not this member's
-// --max-learners), so every member decides alike.
-func (a *applier) applyConfChange(cc raftpb.ConfChange) {
-	err := a.changeMembers(cc)
-	if err != nil {
-		a.s.log.Error("configuration change left the member list unchanged",
-			"type", cc.Type.String(), "node", fmt.Sprintf("%x", cc.NodeID), "error", err)
-	}
-	if cc.ID != 0 {
-		res := applyResult{resp: a.s.cluster.Members()}
-		if err != nil {
-			res = applyResult{err: err}
-		}
-		a.results = append(a.results, pendingResult{id: cc.ID, res: res})
-	}
-}
-
-func (a *applier) changeMembers(cc raftpb.ConfChange) error {
-	kv, c := a.s.kv, a.s.cluster
-	switch cc.Type {
-	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
-		if len(cc.Context) == 0 {
-			return nil // a bootstrap entry without a member record
-		}
-		var m membershippb.Member
-		if err := m.Unmarshal(cc.Context); err != nil {
-			return fmt.Errorf("server: decode member of conf change: %w", err)
-		}
-		if m.ID != cc.NodeID {
-			return fmt.Errorf("server: conf change for node %x carries member %x", cc.NodeID, m.ID)
-		}
-		// An AddNode naming an existing member is a promotion (see
-		// Server.promoteAsLeader).
-		if cc.Type == raftpb.ConfChangeAddNode && c.Member(m.ID) != nil {
-			if err := c.ValidatePromote(m.ID); err != nil {
-				return err
-			}
-			c.Promote(kv, m.ID)
-		} else {
-			if err := c.ValidateAdd(&m, math.MaxInt); err != nil {
-				return err
-			}
-			c.Add(kv, &m)
-		}
-	case raftpb.ConfChangeRemoveNode:
-		if err := c.ValidateRemove(cc.NodeID); err != nil {
-			return err
-		}
-		c.Remove(kv, cc.NodeID)
-	case raftpb.ConfChangeUpdateNode:
-		var m membershippb.Member
-		if err := m.Unmarshal(cc.Context); err != nil || m.RaftAttributes == nil {
-			return fmt.Errorf("server: decode member of conf change: %w", errors.Join(err, errors.New("no peer URLs")))
-		}
-		if err := c.ValidateUpdate(cc.NodeID, m.RaftAttributes.PeerUrls); err != nil {
-			return err
-		}
-		c.SetPeerURLs(kv, cc.NodeID, m.RaftAttributes.PeerUrls)
-	}
-	a.membersChanged = true
-	return nil
 }
 
 // Snapshot returns the store's image as of the last Apply.

@@ -34,6 +34,13 @@ type testMember struct {
 // until all are ready. Everything is stopped when t ends.
 func startTestCluster(t *testing.T, n int) []*testMember {
 	t.Helper()
+	return startTestClusterWith(t, n, nil)
+}
+
+// startTestClusterWith is startTestCluster with each member's Config
+// passed through tweak first (if not nil).
+func startTestClusterWith(t *testing.T, n int, tweak func(*Config)) []*testMember {
+	t.Helper()
 	members := make([]*testMember, n)
 	var initial []membership.InitialMember
 	for i := range members {
@@ -47,6 +54,9 @@ func startTestCluster(t *testing.T, n int) []*testMember {
 	}
 	for _, m := range members {
 		m.cfg = clusterTestConfig(t, m, initial, true)
+		if tweak != nil {
+			tweak(&m.cfg)
+		}
 		m.start(t)
 	}
 	for _, m := range members {

@@ -140,23 +140,3 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (appl
 		return applyResult{}, ErrStopped
 	}
 }
-
-// proposeError turns a failed proposal into etcd's error: the caller's own
-// cancellation stays a context error; our timeout becomes ErrTimeout (or
-// ErrNoLeader when there is no leader to time out on).
-func (s *Server) proposeError(callerCtx, ctx context.Context, err error, start time.Time) error {
-	if callerCtx.Err() != nil {
-		return callerCtx.Err()
-	}
-	switch {
-	case errors.Is(err, raftnode.ErrStopped):
-		return ErrStopped
-	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
-		if s.node.Status().Leader == 0 {
-			return ErrNoLeader
-		}
-		s.log.Warn("proposal timed out", "took", time.Since(start))
-		return ErrTimeout
-	}
-	return err
-}

@@ -27,7 +27,7 @@
 //
 // and hands out others to subsystems that must commit atomically with
 // it, through PutAux / DeleteAux / AscendAux: BucketLease 'l',
-// BucketMembership 'c', BucketAuth 'a'.
+// BucketMembership 'c', BucketAuth 'a', BucketConfChangeVeto 'v'.
 //
 // Worked example. Starting from an empty store,
 //

@@ -33,6 +33,9 @@ const (
 	BucketMembership byte = 'c'
 	// BucketAuth holds users, roles and the auth revision.
 	BucketAuth byte = 'a'
+	// BucketConfChangeVeto records the membership changes the member
+	// list refused, by raft index (written by the server package).
+	BucketConfChangeVeto byte = 'v'
 )
 
 const (

@@ -8,10 +8,13 @@ import (
 
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
-// vetoBucket is the store's auxiliary bucket recording the conf changes
-// the member list refused: key the entry's index (8 bytes, big endian),
+// vetoBucket is the store's auxiliary bucket
+// (kvstore.BucketConfChangeVeto) recording the conf changes the member
+// list refused: key the entry's index (8 bytes, big endian),
 // value the reason, for operators. It is written in the batch of the
 // entry, so it is exactly as durable as the entry's effects, and it is the
 // same on every member. A record takes a few dozen bytes and is written
@@ -19,7 +22,7 @@ import (
 // For example, a refused add at index 1234:
 //
 //	'v' 00 00 00 00 00 00 04 d2 -> "membership: peerURL exists"
-const vetoBucket byte = 'v'
+const vetoBucket = kvstore.BucketConfChangeVeto
 
 // memberChange is one change of a conf-change entry, decoded and checked
 // against the member list.

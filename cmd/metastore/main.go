@@ -65,6 +65,7 @@ func newRootCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		Run:   func(cmd *cobra.Command, _ []string) { printVersion(cmd) },
 	})
+	root.AddCommand(newSnapshotCommand())
 	return root
 }
 

@@ -38,6 +38,11 @@
 //     time-to-live, learner promotion) forwarded to it over the transport.
 //   - The watch hub (internal/watch) is fed from the store's OnCommit in the
 //     apply goroutine and never blocks it.
+//   - snapshot*.go: the client snapshot (`etcdctl snapshot save`), a
+//     point-in-time image streamed from a store read view (package
+//     backup), and RestoreSnapshot, which turns such a file into the data
+//     dir of a member of a new cluster with the code a member runs
+//     (storage engine, MVCC store, member list, snapfile, WAL).
 //
 // pkg/etcdcompat exposes all of this as etcd's gRPC services.
 package server

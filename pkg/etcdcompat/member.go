@@ -28,6 +28,9 @@ type Member interface {
 	Hash() (uint32, error)
 	// Defragment reclaims the storage engine's free space.
 	Defragment(ctx context.Context) error
+	// Snapshot opens a point-in-time image of the member's whole state,
+	// the file `etcdctl snapshot save` writes.
+	Snapshot(ctx context.Context) (server.SnapshotImage, error)
 	Status() server.Status
 	Members() []*membershippb.Member
 

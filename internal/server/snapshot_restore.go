@@ -1,0 +1,247 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/backup"
+	"github.com/metastore-io/metastore/internal/fileutil"
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+// restoredTerm is the raft term of the snapshot a restored data dir starts
+// from. Its index is the number of initial members, as if each had been
+// added by one entry of term 1 (etcdutl's layout); the members' first
+// election is then of term 2.
+const restoredTerm = 1
+
+// RestoreConfig describes the data dir `metastore snapshot restore`
+// creates: which snapshot file, and which member of which new cluster it
+// is for. Name, InitialCluster, InitialClusterToken and PeerURLs mean
+// what they mean in Config, and the member must be started with the same
+// values: they derive the new member and cluster IDs.
+type RestoreConfig struct {
+	SnapshotPath        string
+	DataDir             string
+	Name                string
+	InitialCluster      []membership.InitialMember
+	InitialClusterToken string
+	PeerURLs            []string
+	// OpenBackend opens the storage engine of a data dir, the engine
+	// the member will be started with (as for Config.Backend).
+	OpenBackend func(dataDir string) (kvstore.Backend, error)
+	Logger      *slog.Logger
+}
+
+// RestoreSnapshot creates cfg.DataDir from a snapshot file, as etcdutl
+// snapshot restore does: the new member starts with the snapshot's keys,
+// revisions, compaction point and leases, while the member list of the
+// cluster it was saved from is replaced by the initial cluster of the
+// flags, under a new cluster ID. The file is verified (sha256, framing)
+// before anything is created.
+//
+// The data dir is built with the code a running member uses: the
+// records go into the storage engine, the MVCC store opens on it, the
+// member list is rewritten through package membership, and the result is
+// saved as a Raft snapshot file (package snapfile) that a WAL (package
+// wal) records as installed, as if a leader had sent it. On start the
+// member restarts from that snapshot. Everything is written under a
+// temporary name next to DataDir and renamed into place at the end, so
+// an interrupted restore leaves no data dir a member would start from.
+func RestoreSnapshot(cfg RestoreConfig) error {
+	start := time.Now()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DataDir == "" {
+		return errors.New("restore snapshot: no data dir")
+	}
+	if err := checkEmptyDir(cfg.DataDir); err != nil {
+		return err
+	}
+	who, err := newClusterIdentity(Config{
+		Name:                cfg.Name,
+		InitialCluster:      cfg.InitialCluster,
+		InitialClusterToken: cfg.InitialClusterToken,
+		PeerURLs:            cfg.PeerURLs,
+	})
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	file, err := backup.Open(cfg.SnapshotPath)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	defer file.Close()
+	cfg.Logger.Info("restoring snapshot", "path", cfg.SnapshotPath, "data-dir", cfg.DataDir,
+		"member-id", fmt.Sprintf("%x", who.memberID), "cluster-id", fmt.Sprintf("%x", who.clusterID))
+
+	parent := filepath.Dir(filepath.Clean(cfg.DataDir))
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("restore snapshot: create the parent of %s: %w", cfg.DataDir, err)
+	}
+	staging, err := os.MkdirTemp(parent, filepath.Base(cfg.DataDir)+".restoring-")
+	if err != nil {
+		return fmt.Errorf("restore snapshot: create a temporary data dir next to %s: %w", cfg.DataDir, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			if err := os.RemoveAll(staging); err != nil {
+				cfg.Logger.Warn("could not remove the unfinished data dir", "dir", staging, "error", err)
+			}
+		}
+	}()
+	rev, err := buildDataDir(cfg, staging, file, who)
+	if err != nil {
+		return fmt.Errorf("restore snapshot %s: %w", cfg.SnapshotPath, err)
+	}
+	// An existing DataDir was empty (checked above); os.Remove deletes
+	// only an empty directory, so nothing that appeared since is lost.
+	if err := os.Remove(cfg.DataDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("restore snapshot: replace the empty data dir %s: %w", cfg.DataDir, err)
+	}
+	if err := os.Rename(staging, cfg.DataDir); err != nil {
+		return fmt.Errorf("restore snapshot: move the restored data dir into place: %w", err)
+	}
+	done = true
+	if err := fileutil.SyncDir(parent); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	cfg.Logger.Info("restored snapshot", "path", cfg.SnapshotPath, "data-dir", cfg.DataDir, "revision", rev,
+		"member-id", fmt.Sprintf("%x", who.memberID), "cluster-id", fmt.Sprintf("%x", who.clusterID),
+		"took", time.Since(start))
+	return nil
+}
+
+// checkEmptyDir refuses a data dir that exists with anything in it, as
+// etcdutl does: a restore never overwrites a member's data.
+func checkEmptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || len(entries) > 0 {
+		return fmt.Errorf("restore snapshot: data-dir %q not empty or could not be read", dir)
+	}
+	return nil
+}
+
+// buildDataDir writes the member's data dir into dir and returns the
+// store revision it holds.
+func buildDataDir(cfg RestoreConfig, dir string, file *backup.File, who identity) (rev int64, err error) {
+	memberDir := filepath.Join(dir, "member")
+	if err := os.MkdirAll(memberDir, 0o700); err != nil {
+		return 0, fmt.Errorf("create %s: %w", memberDir, err)
+	}
+	b, err := cfg.OpenBackend(dir)
+	if err != nil {
+		return 0, fmt.Errorf("open storage engine: %w", err)
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	if _, err := file.LoadInto(b); err != nil {
+		return 0, err
+	}
+	kv, err := kvstore.Open(b, kvstore.Options{Logger: cfg.Logger})
+	if err != nil {
+		return 0, fmt.Errorf("%w: its content is not a MetaStore store: %w", backup.ErrCorrupt, err)
+	}
+	defer func() { err = errors.Join(err, kv.Close()) }()
+
+	meta := raftpb.SnapshotMetadata{Index: uint64(len(who.bootstrap)), Term: restoredTerm}
+	for _, p := range who.bootstrap {
+		meta.ConfState.Voters = append(meta.ConfState.Voters, p.ID)
+	}
+	if err := resetMembers(kv, who); err != nil {
+		return 0, err
+	}
+	// The store now holds the state after the snapshot's last entry.
+	kv.SetConsistentIndex(meta.Index, meta.Term)
+	if err := kv.Commit(); err != nil {
+		return 0, fmt.Errorf("commit the new member list: %w", err)
+	}
+	if err := saveRaftSnapshot(kv, memberDir, meta, who, cfg.Logger); err != nil {
+		return 0, err
+	}
+	if err := fileutil.SyncDir(memberDir); err != nil {
+		return 0, err
+	}
+	if err := fileutil.SyncDir(dir); err != nil {
+		return 0, err
+	}
+	return kv.Rev(), nil
+}
+
+// resetMembers replaces the member list with the initial cluster's, as
+// the applier records it from a new cluster's bootstrap entries.
+func resetMembers(kv *kvstore.Store, who identity) error {
+	var old [][]byte
+	if err := kv.AscendAux(membership.Bucket, func(key, _ []byte) bool {
+		old = append(old, slices.Clone(key))
+		return true
+	}); err != nil {
+		return fmt.Errorf("read the old member list: %w", err)
+	}
+	for _, key := range old {
+		kv.DeleteAux(membership.Bucket, key)
+	}
+	members := membership.New(who.memberID, who.clusterID)
+	for _, p := range who.bootstrap {
+		var m membershippb.Member
+		if err := m.Unmarshal(p.Context); err != nil {
+			return fmt.Errorf("decode initial member %x: %w", p.ID, err)
+		}
+		if err := members.ValidateAdd(&m, math.MaxInt); err != nil {
+			return fmt.Errorf("initial member %x: %w", m.ID, err)
+		}
+		members.Add(kv, &m)
+	}
+	return nil
+}
+
+// saveRaftSnapshot makes the store's state the member's Raft snapshot at
+// meta: the engine is made durable, the snapshot file written (in the
+// engine's own image format), and a WAL created that records it as
+// installed, with the hard state committing it.
+func saveRaftSnapshot(kv *kvstore.Store, memberDir string, meta raftpb.SnapshotMetadata, who identity, logger *slog.Logger) error {
+	view := kv.SnapshotView()
+	defer view.Release()
+	if p, ok := view.(interface {
+		PersistsInPlace() bool
+		Persist() error
+	}); ok && p.PersistsInPlace() {
+		if err := p.Persist(); err != nil {
+			return fmt.Errorf("make the storage engine durable: %w", err)
+		}
+	}
+	snaps, err := snapfile.Open(filepath.Join(memberDir, "snap"), snapfile.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	if _, err := snaps.Save(meta, view); err != nil {
+		return fmt.Errorf("save raft snapshot: %w", err)
+	}
+	w, err := wal.Create(filepath.Join(memberDir, "wal"), wal.Metadata{MemberID: who.memberID, ClusterID: who.clusterID}, wal.Options{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("create WAL: %w", err)
+	}
+	hs := raftpb.HardState{Term: meta.Term, Commit: meta.Index}
+	saveErr := w.SaveInstall(wal.Snapshot{Index: meta.Index, Term: meta.Term}, hs, nil)
+	if err := errors.Join(saveErr, w.Close()); err != nil {
+		return fmt.Errorf("write WAL: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,280 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/metastore-io/metastore/internal/backup"
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/memory"
+	"github.com/metastore-io/metastore/internal/rocksdb"
+)
+
+// saveSnapshot writes s's snapshot to a file, as etcdctl snapshot save
+// does, and returns its path.
+func saveSnapshot(t *testing.T, ctx context.Context, s *Server) string {
+	t.Helper()
+	img, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	defer img.Release()
+	var buf bytes.Buffer
+	n, err := img.WriteTo(&buf)
+	if err != nil {
+		t.Fatalf("write snapshot: %v", err)
+	}
+	if n != img.Size() || int64(buf.Len()) != n {
+		t.Fatalf("snapshot announced %d bytes, wrote %d (reported %d)", img.Size(), buf.Len(), n)
+	}
+	path := filepath.Join(t.TempDir(), "snapshot.db")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func openMemory(string) (kvstore.Backend, error) { return memory.New(), nil }
+
+// openRocksDB opens the RocksDB engine of a data dir where cmd/metastore
+// keeps it.
+func openRocksDB(dataDir string) (kvstore.Backend, error) {
+	return rocksdb.Open(filepath.Join(dataDir, "member", "rocksdb"), rocksdb.DefaultOptions())
+}
+
+// restoredConfig is a member of a new one-member cluster (another name,
+// peer URL and token than testConfig's) on dataDir.
+func restoredConfig(t *testing.T, dataDir string) Config {
+	cfg := testConfig(t, dataDir)
+	peer := "http://127.0.0.1:22380"
+	cfg.Name, cfg.PeerURLs, cfg.InitialClusterToken = "restored", []string{peer}, "restored-token"
+	cfg.InitialCluster = []membership.InitialMember{{Name: "restored", PeerURLs: []string{peer}}}
+	return cfg
+}
+
+func restoreConfigFor(cfg Config, snapshot string, open func(string) (kvstore.Backend, error)) RestoreConfig {
+	return RestoreConfig{
+		SnapshotPath:        snapshot,
+		DataDir:             cfg.DataDir,
+		Name:                cfg.Name,
+		InitialCluster:      cfg.InitialCluster,
+		InitialClusterToken: cfg.InitialClusterToken,
+		PeerURLs:            cfg.PeerURLs,
+		OpenBackend:         open,
+		Logger:              cfg.Logger,
+	}
+}
+
+func TestRestoredMemberHoldsTheSnapshotsState(t *testing.T) {
+	// The file names no engine: a member on either restores onto either.
+	for _, tc := range []struct {
+		name     string
+		src, dst func(string) (kvstore.Backend, error)
+	}{
+		{"memory to memory", openMemory, openMemory},
+		{"memory to rocksdb", openMemory, openRocksDB},
+		{"rocksdb to memory", openRocksDB, openMemory},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			srcCfg := testConfig(t, t.TempDir())
+			srcBackend, err := tc.src(srcCfg.DataDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srcCfg.Backend = srcBackend
+			src := startServer(t, srcCfg)
+			defer src.Stop()
+			for i := range 30 {
+				mustPut(t, src, ctx, fmt.Sprintf("key/%02d", i), 0)
+			}
+			grant, err := src.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 600})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustPut(t, src, ctx, "leased", grant.ID)
+			if _, err := src.Compact(ctx, &pb.CompactionRequest{Revision: 5}); err != nil {
+				t.Fatal(err)
+			}
+			revAtSnapshot := src.Rev()
+			srcHash, err := src.Hash()
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := saveSnapshot(t, ctx, src)
+			mustPut(t, src, ctx, "after-the-snapshot", 0)
+			src.Stop()
+
+			st, err := backup.ReadStatus(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Revision != revAtSnapshot || st.TotalKey != 31 || st.Hash != srcHash {
+				t.Fatalf("status %+v: want revision %d, 31 keys, hash %x (the member's at the snapshot)", st, revAtSnapshot, srcHash)
+			}
+
+			cfg := restoredConfig(t, filepath.Join(t.TempDir(), "restored"))
+			if err := RestoreSnapshot(restoreConfigFor(cfg, path, tc.dst)); err != nil {
+				t.Fatal(err)
+			}
+			backend, err := tc.dst(cfg.DataDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Backend = backend
+			s := startServer(t, cfg)
+			defer s.Stop()
+
+			if s.ClusterID() == src.ClusterID() || s.ID() == src.ID() {
+				t.Fatalf("restored member %x of cluster %x has the IDs of the source (%x of %x)", s.ID(), s.ClusterID(), src.ID(), src.ClusterID())
+			}
+			members := s.Members()
+			if len(members) != 1 || members[0].ID != s.ID() || members[0].MemberAttributes == nil || members[0].MemberAttributes.Name != "restored" ||
+				members[0].RaftAttributes == nil || !slices.Equal(members[0].RaftAttributes.PeerUrls, cfg.PeerURLs) {
+				t.Fatalf("members %v: want only the restored member", members)
+			}
+			all, err := s.Range(ctx, &pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if all.Count != 31 || all.Header.Revision != revAtSnapshot {
+				t.Fatalf("restored member has %d keys at revision %d, want 31 at %d", all.Count, all.Header.Revision, revAtSnapshot)
+			}
+			if _, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("key/00"), Revision: 4}); !errors.Is(err, kvstore.ErrCompacted) {
+				t.Fatalf("read below the compaction: %v, want ErrCompacted", err)
+			}
+			if keys := leaseKeys(t, s, ctx, grant.ID); !slices.Equal(keys, []string{"leased"}) {
+				t.Fatalf("lease %x keys %v, want [leased]", grant.ID, keys)
+			}
+			put, err := s.Put(ctx, &pb.PutRequest{Key: []byte("new"), Value: []byte("v")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if put.Header.Revision != revAtSnapshot+1 {
+				t.Fatalf("first write got revision %d, want %d", put.Header.Revision, revAtSnapshot+1)
+			}
+		})
+	}
+}
+
+func TestSnapshotIsPointInTimeWhileWritesGoOn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	s := startServer(t, testConfig(t, t.TempDir()))
+	defer s.Stop()
+	for i := range 20 {
+		mustPut(t, s, ctx, fmt.Sprintf("before/%02d", i), 0)
+	}
+	rev := s.Rev()
+	img, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Release()
+	// Writes are applied while the image is held open.
+	for i := range 20 {
+		mustPut(t, s, ctx, fmt.Sprintf("during/%02d", i), 0)
+	}
+	var buf bytes.Buffer
+	if _, err := img.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "snap.db")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := backup.ReadStatus(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Revision != rev || st.TotalKey != 20 {
+		t.Fatalf("snapshot holds %d keys at revision %d, want 20 at %d", st.TotalKey, st.Revision, rev)
+	}
+}
+
+func TestSnapshotOfAStoppedMemberFails(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	s.Stop()
+	if _, err := s.Snapshot(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("snapshot of a stopped member: %v, want ErrStopped", err)
+	}
+}
+
+func TestRestoreRefusesAndLeavesNothingBehind(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	src := startServer(t, testConfig(t, t.TempDir()))
+	for i := range 50 { // a file of several blocks, to truncate by one
+		mustPut(t, src, ctx, fmt.Sprintf("key/%02d", i), 0)
+	}
+	good := saveSnapshot(t, ctx, src)
+	src.Stop()
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := filepath.Join(t.TempDir(), "corrupt.db")
+	data[100] ^= 1
+	if err := os.WriteFile(corrupt, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(t.TempDir(), "truncated.db")
+	if err := os.WriteFile(truncated, data[:len(data)-512], 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := map[string]struct {
+		change func(*RestoreConfig)
+		want   string
+	}{
+		"corrupt file":    {func(c *RestoreConfig) { c.SnapshotPath = corrupt }, corrupt + ": not a valid MetaStore snapshot file: sha256 mismatch"},
+		"truncated file":  {func(c *RestoreConfig) { c.SnapshotPath = truncated }, truncated + ": not a valid MetaStore snapshot file: sha256 mismatch"},
+		"missing file":    {func(c *RestoreConfig) { c.SnapshotPath = good + ".absent" }, "no such file"},
+		"name not listed": {func(c *RestoreConfig) { c.Name = "stranger" }, `couldn't find local name "stranger"`},
+		"engine fails": {func(c *RestoreConfig) {
+			c.OpenBackend = func(string) (kvstore.Backend, error) { return nil, errors.New("disk on fire") }
+		}, "disk on fire"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			parent := t.TempDir()
+			cfg := restoreConfigFor(restoredConfig(t, filepath.Join(parent, "restored")), good, openMemory)
+			tc.change(&cfg)
+			err := RestoreSnapshot(cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("restore: %v, want an error saying %q", err, tc.want)
+			}
+			if left, _ := os.ReadDir(parent); len(left) != 0 {
+				t.Fatalf("a failed restore left %v behind", left)
+			}
+		})
+	}
+
+	t.Run("data dir not empty", func(t *testing.T) {
+		cfg := restoreConfigFor(restoredConfig(t, t.TempDir()), good, openMemory)
+		if err := os.WriteFile(filepath.Join(cfg.DataDir, "precious"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := RestoreSnapshot(cfg)
+		if err == nil || !strings.Contains(err.Error(), "not empty") {
+			t.Fatalf("restore into a used data dir: %v, want a refusal", err)
+		}
+	})
+	t.Run("empty data dir is fine", func(t *testing.T) {
+		cfg := restoreConfigFor(restoredConfig(t, t.TempDir()), good, openMemory)
+		if err := RestoreSnapshot(cfg); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

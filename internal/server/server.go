@@ -90,8 +90,15 @@ type Server struct {
 	stopOnce    sync.Once
 	removedOnce sync.Once
 	stoppedWG   sync.WaitGroup
-	errMu       sync.Mutex
-	err         error // why the member stopped on its own (Err)
+	// images counts the snapshot images (Snapshot) not yet released:
+	// stop closes the store only once all are, since each holds a read
+	// view of it. imagesClosed, set by stop under imagesMu, refuses new
+	// ones, so images.Add never races images.Wait.
+	imagesMu     sync.Mutex
+	imagesClosed bool
+	images       sync.WaitGroup
+	errMu        sync.Mutex
+	err          error // why the member stopped on its own (Err)
 }
 
 // New starts a member: it opens (or creates) its Raft log, recovers its
@@ -304,6 +311,12 @@ func (s *Server) stop() {
 		s.node.Stop()
 		s.hub.Close()
 		s.stoppedWG.Wait()
+		// A snapshot being sent notices stopping at its next write and
+		// is released by its handler.
+		s.imagesMu.Lock()
+		s.imagesClosed = true
+		s.imagesMu.Unlock()
+		s.images.Wait()
 		// The store holds a read view of the backend; release it first.
 		if err := s.kv.Close(); err != nil {
 			s.log.Error("close store", "error", err)

@@ -37,15 +37,18 @@ type SnapshotImage interface {
 // Sizing it takes a pass over every key (a sender announces the size up
 // front, as etcd does from its database file), which ctx can cut short.
 func (s *Server) Snapshot(ctx context.Context) (SnapshotImage, error) {
-	select {
-	case <-s.stopping:
+	s.imagesMu.Lock()
+	if s.imagesClosed {
+		s.imagesMu.Unlock()
 		return nil, ErrStopped
-	default:
 	}
+	s.images.Add(1)
+	s.imagesMu.Unlock()
 	view := s.kv.SnapshotView()
 	size, err := backup.Size(ctx, view)
 	if err != nil {
 		view.Release()
+		s.images.Done()
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
@@ -54,7 +57,7 @@ func (s *Server) Snapshot(ctx context.Context) (SnapshotImage, error) {
 		}
 		return nil, fmt.Errorf("server: size snapshot: %w", err)
 	}
-	return &snapshotImage{view: view, size: size, log: s.log, stopping: s.stopping}, nil
+	return &snapshotImage{view: view, size: size, log: s.log, stopping: s.stopping, done: s.images.Done}, nil
 }
 
 // snapshotImage is a SnapshotImage over a store view.
@@ -63,6 +66,7 @@ type snapshotImage struct {
 	size     int64
 	log      *slog.Logger
 	stopping <-chan struct{}
+	done     func() // tells the server the view is released
 	released atomic.Bool
 }
 
@@ -95,6 +99,7 @@ func (i *snapshotImage) WriteTo(w io.Writer) (int64, error) {
 func (i *snapshotImage) Release() {
 	if i.released.CompareAndSwap(false, true) {
 		i.view.Release()
+		i.done()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
 	"github.com/metastore-io/metastore/internal/rocksdb"
+	"github.com/metastore-io/metastore/internal/testutil"
 )
 
 // saveSnapshot writes s's snapshot to a file, as etcdctl snapshot save
@@ -208,6 +210,40 @@ func TestSnapshotOfAStoppedMemberFails(t *testing.T) {
 	s.Stop()
 	if _, err := s.Snapshot(context.Background()); !errors.Is(err, ErrStopped) {
 		t.Fatalf("snapshot of a stopped member: %v, want ErrStopped", err)
+	}
+}
+
+// TestStopWaitsForOpenSnapshot: a member stopping while a snapshot is
+// being sent fails the send and closes its store only once the image is
+// released, so the send never reads a closed store.
+func TestStopWaitsForOpenSnapshot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	s := startServer(t, testConfig(t, t.TempDir()))
+	mustPut(t, s, ctx, "k", 0)
+	img, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Stop()
+	testutil.WaitFor(t, testTimeout, "stop to wait for the open image", func() bool {
+		s.imagesMu.Lock()
+		defer s.imagesMu.Unlock()
+		return s.imagesClosed
+	})
+	if _, err := img.WriteTo(io.Discard); !errors.Is(err, ErrStopped) {
+		t.Fatalf("send of a snapshot while stopping: %v, want ErrStopped", err)
+	}
+	select {
+	case <-s.Done():
+		t.Fatal("the member stopped with a snapshot image still open")
+	default:
+	}
+	img.Release()
+	select {
+	case <-s.Done():
+	case <-ctx.Done():
+		t.Fatal("the member did not stop once the image was released")
 	}
 }
 

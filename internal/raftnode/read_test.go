@@ -3,10 +3,12 @@ package raftnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/testutil"
@@ -154,6 +156,174 @@ func TestLinearizableReadSeesPriorWrites(t *testing.T) {
 		}
 		if got := sm.AppliedIndex(); got < committedBefore {
 			t.Fatalf("read returned at applied %d although %d was committed before it started", got, committedBefore)
+		}
+	}
+}
+
+// heartbeatGate holds back every MsgHeartbeatResp while closed, so that
+// ReadIndex requests pile up at the leader unconfirmed; open sends them
+// on in order.
+type heartbeatGate struct {
+	mu     sync.Mutex
+	closed bool
+	held   []heldMessage
+}
+
+type heldMessage struct {
+	via Transport
+	m   raftpb.Message
+}
+
+func (g *heartbeatGate) wrap(inner Transport) Transport {
+	return &gatedTransport{gate: g, inner: inner}
+}
+
+func (g *heartbeatGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// heldFor counts held answers to heartbeats that carried a ReadIndex
+// request of member.
+func (g *heartbeatGate) heldFor(member uint64) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	count := 0
+	for _, h := range g.held {
+		if from, _, ok := decodeReadRequestCtx(h.m.Context); ok && from == member {
+			count++
+		}
+	}
+	return count
+}
+
+func (g *heartbeatGate) open() {
+	g.mu.Lock()
+	held := g.held
+	g.held, g.closed = nil, false
+	g.mu.Unlock()
+	for _, h := range held {
+		h.via.Send([]raftpb.Message{h.m})
+	}
+}
+
+type gatedTransport struct {
+	gate  *heartbeatGate
+	inner Transport
+}
+
+func (t *gatedTransport) Send(msgs []raftpb.Message) {
+	g := t.gate
+	g.mu.Lock()
+	pass := msgs[:0:0]
+	for _, m := range msgs {
+		if g.closed && m.Type == raftpb.MsgHeartbeatResp {
+			g.held = append(g.held, heldMessage{via: t.inner, m: m})
+			continue
+		}
+		pass = append(pass, m)
+	}
+	g.mu.Unlock()
+	if len(pass) > 0 {
+		t.inner.Send(pass)
+	}
+}
+
+func (t *gatedTransport) Stop() { t.inner.Stop() }
+
+// Every member's ReadIndex requests meet in the leader's raft, which keys
+// pending requests by their context and silently drops a second request
+// with a context already pending. Requests that are pending together from
+// different members must therefore all be answered, each by its first
+// request: ticks are off, so a request raft dropped would never be retried
+// and its read would hang.
+func TestConcurrentReadsOnEveryMemberAreAnsweredWithoutRetry(t *testing.T) {
+	gate := &heartbeatGate{}
+	c := startCluster(t, func(cfg *Config) {
+		cfg.TickInterval = time.Hour // no heartbeats, no elections, no retries
+		cfg.Transport = gate.wrap(cfg.Transport)
+	})
+	campaign(t, c.nodes[1])
+	if lead := c.agreedLeader(t); lead != 1 {
+		t.Fatalf("leader %x, want 1", lead)
+	}
+	ctx := testContext(t)
+	// One read per member first: the leader has then committed in its
+	// term (it postpones ReadIndex until then) and every member has a
+	// round behind it, so the next rounds are alike on all members.
+	for _, id := range []uint64{1, 2, 3} {
+		if err := c.nodes[id].LinearizableRead(ctx); err != nil {
+			t.Fatalf("member %d: warm-up read: %v", id, err)
+		}
+	}
+
+	gate.close()
+	errs := make(chan error, 3)
+	for _, id := range []uint64{1, 2, 3} {
+		go func() { errs <- c.nodes[id].LinearizableRead(ctx) }()
+		// The leader broadcasts a heartbeat carrying each request's
+		// context as it receives the request; both followers' answers
+		// are held, so the request stays pending at the leader. (Answers
+		// to the warm-up reads' heartbeats may be held too.)
+		waitFor(t, fmt.Sprintf("member %d's request to be pending at the leader", id),
+			func() bool { return gate.heldFor(id) == 2 })
+	}
+	gate.open()
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []uint64{1, 2, 3} {
+		if rounds := c.nodes[id].readRounds.Load(); rounds != 2 {
+			t.Errorf("member %d: %d ReadIndex rounds, want 2", id, rounds)
+		}
+	}
+}
+
+// FuzzDecodeReadRequestCtx feeds arbitrary bytes, as a leader could echo
+// them back, to the context decoder: it must not panic, must accept
+// exactly the contexts encodeReadRequestCtx makes, and round-trip them.
+func FuzzDecodeReadRequestCtx(f *testing.F) {
+	valid := encodeReadRequestCtx(0x2f1ccdbcf2f78c80, 7)
+	f.Add(valid[:])
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 7}) // the old 8-byte form
+	f.Add(append(valid[:], 0))
+	f.Fuzz(func(t *testing.T, rctx []byte) {
+		member, seq, ok := decodeReadRequestCtx(rctx)
+		if ok != (len(rctx) == readRequestCtxLen) {
+			t.Fatalf("decode %x: ok=%v for length %d", rctx, ok, len(rctx))
+		}
+		if !ok {
+			return
+		}
+		if again := encodeReadRequestCtx(member, seq); string(again[:]) != string(rctx) {
+			t.Fatalf("decode %x = (%x, %d), which encodes to %x", rctx, member, seq, again)
+		}
+	})
+}
+
+func TestReadStateAnswersOnlyThisMembersLaterRequests(t *testing.T) {
+	n := &Node{cfg: Config{ID: 2}}
+	state := func(member, seq uint64) raft.ReadState {
+		rctx := encodeReadRequestCtx(member, seq)
+		return raft.ReadState{Index: 9, RequestCtx: rctx[:]}
+	}
+	for _, c := range []struct {
+		name   string
+		rs     raft.ReadState
+		answer bool
+	}{
+		{"first request of the round", state(2, 100), true},
+		{"a retry of the round", state(2, 101), true},
+		{"an earlier round", state(2, 99), false},
+		{"another member's request", state(3, 100), false},
+		{"a context of another form", raft.ReadState{Index: 9, RequestCtx: []byte{0, 0, 0, 0, 0, 0, 0, 100}}, false},
+	} {
+		if got := n.answersRound(c.rs, 100); got != c.answer {
+			t.Errorf("%s: answersRound = %v, want %v", c.name, got, c.answer)
 		}
 	}
 }

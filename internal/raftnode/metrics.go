@@ -20,6 +20,7 @@ type metrics struct {
 	hasLeader           prometheus.Gauge
 	isLeader            prometheus.Gauge
 	readIndexRounds     prometheus.Counter
+	readIndexResends    prometheus.Counter
 
 	// registered are the collectors on reg, unregistered by Node.Stop so
 	// that a member restarted in the same process can register again.
@@ -71,6 +72,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "metastore", Subsystem: "raft", Name: "read_index_rounds_total",
 			Help: "ReadIndex rounds run for linearizable reads (each serves every read waiting when it started).",
 		}),
+		readIndexResends: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "metastore", Subsystem: "raft", Name: "read_index_resends_total",
+			Help: "ReadIndex requests sent again because a round got no answer within the retry interval or the leader changed; each delays its round's reads (etcd's slow_read_indexes_total).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -79,6 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.walFsyncSeconds, m.snapshotSaveSeconds, m.proposalsCommitted, m.proposalsApplied,
 		m.proposalsPending, m.proposalsFailed, m.leaderChanges, m.hasLeader, m.isLeader, m.readIndexRounds,
+		m.readIndexResends,
 	} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()

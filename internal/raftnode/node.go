@@ -70,7 +70,7 @@ type Node struct {
 	readWake     chan struct{}
 	readMu       sync.Mutex
 	nextRead     *readRound
-	readIDs      atomic.Uint64
+	readSeq      atomic.Uint64 // sequence of this member's ReadIndex requests (read.go)
 	readRounds   atomic.Uint64
 	appliedWaits appliedWaiters
 

@@ -78,7 +78,7 @@ func (n *Node) runReads() {
 	// can have used (it made far fewer than one request per nanosecond),
 	// so an answer to a request sent before a restart is never taken for
 	// one of ours: its index could predate reads made now.
-	n.readIDs.Store(uint64(time.Now().UnixNano()))
+	n.readSeq.Store(uint64(time.Now().UnixNano()))
 	for {
 		select {
 		case <-n.readWake:
@@ -161,7 +161,7 @@ func (n *Node) confirmReadIndex(r *readRound) (uint64, error) {
 	n.metrics.readIndexRounds.Inc()
 	n.readRounds.Add(1)
 	leaderChanged := n.leaderChanged.next()
-	firstSeq := n.readIDs.Add(1)
+	firstSeq := n.readSeq.Add(1)
 	if err := n.sendReadIndex(firstSeq); err != nil {
 		return 0, err
 	}
@@ -186,7 +186,8 @@ func (n *Node) confirmReadIndex(r *readRound) (uint64, error) {
 		if abandoned {
 			return 0, errRoundAbandoned
 		}
-		if err := n.sendReadIndex(n.readIDs.Add(1)); err != nil {
+		n.metrics.readIndexResends.Inc()
+		if err := n.sendReadIndex(n.readSeq.Add(1)); err != nil {
 			return 0, err
 		}
 		retry.Reset(n.cfg.readIndexRetry())

@@ -144,7 +144,8 @@ func TestConflictingConfChangesAreVetoed(t *testing.T) {
 
 // A member that lost its leader fails proposals as etcd does: after the
 // request timeout, with the bare context deadline (gRPC DeadlineExceeded),
-// whatever the request.
+// whatever the request; a linearizable read fails then too, with etcd's
+// ErrTimeout ("etcdserver: request timed out").
 func TestProposalWithoutLeaderTimesOutAsEtcd(t *testing.T) {
 	ms := startTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -173,6 +174,7 @@ func TestProposalWithoutLeaderTimesOutAsEtcd(t *testing.T) {
 			_, err := s.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 10})
 			return err
 		},
+		"linearizable read": func() error { return s.LinearizableRead(ctx) },
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(requests))
@@ -184,7 +186,9 @@ func TestProposalWithoutLeaderTimesOutAsEtcd(t *testing.T) {
 			err := req()
 			took := time.Since(start)
 			switch {
-			case !errors.Is(err, context.DeadlineExceeded):
+			case name == "linearizable read" && !errors.Is(err, ErrTimeout):
+				errs <- fmt.Errorf("%s without a leader: %v, want ErrTimeout", name, err)
+			case name != "linearizable read" && !errors.Is(err, context.DeadlineExceeded):
 				errs <- fmt.Errorf("%s without a leader: %v, want context.DeadlineExceeded", name, err)
 			case took < s.reqTimeout:
 				errs <- fmt.Errorf("%s without a leader failed after %v, before the request timeout %v", name, took, s.reqTimeout)

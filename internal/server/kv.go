@@ -88,8 +88,8 @@ func (s *Server) Hash() (uint32, error) { return s.kv.Hash() }
 
 // LinearizableRead returns once this member has applied every write that
 // was committed when it was called.
-func (s *Server) LinearizableRead(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+func (s *Server) LinearizableRead(callerCtx context.Context) error {
+	ctx, cancel := context.WithTimeout(callerCtx, s.reqTimeout)
 	defer cancel()
 	err := s.node.LinearizableRead(ctx)
 	switch {
@@ -97,9 +97,11 @@ func (s *Server) LinearizableRead(ctx context.Context) error {
 		return nil
 	case errors.Is(err, raftnode.ErrStopped):
 		return ErrStopped
-	case errors.Is(err, raftnode.ErrNoLeader):
-		return ErrNoLeader
+	case callerCtx.Err() != nil:
+		return callerCtx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
+		// With or without a leader (then err wraps ErrNoLeader too):
+		// etcd's read loop gives up on a round with ErrTimeout.
 		return ErrTimeout
 	}
 	return err

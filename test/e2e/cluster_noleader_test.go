@@ -133,6 +133,21 @@ func TestClusterNoLeader(t *testing.T) {
 		t.Error(f)
 	}
 
+	// A linearizable read's ReadIndex round gets no answer either; etcd's
+	// read loop gives up on it after the request timeout (a read that
+	// arrives while a round is in flight waits for the next one, so up to
+	// twice that) with ErrTimeout.
+	start = time.Now()
+	_, err = kv.Range(reqCtx, &pb.RangeRequest{Key: []byte("/noleader/before")})
+	took := time.Since(start)
+	t.Logf("linearizable range without a leader failed after %v: %v", took.Round(time.Millisecond), err)
+	if st, _ := status.FromError(err); err == nil || st.Code() != codes.Unavailable || st.Message() != rpctypes.ErrTimeout.Error() {
+		t.Errorf("linearizable range without a leader: %v, want code Unavailable, message %q", err, rpctypes.ErrTimeout.Error())
+	}
+	if took < noLeaderRequestTimeout || took > 2*noLeaderBound {
+		t.Errorf("linearizable range without a leader failed after %v, want the request timeout %v (at most %v)", took, noLeaderRequestTimeout, 2*noLeaderBound)
+	}
+
 	if got := mustGet(ctx, t, cli, "/noleader/before", clientv3.WithSerializable()); len(got.Kvs) != 1 {
 		t.Fatalf("serializable read without a leader: %v", got.Kvs)
 	}

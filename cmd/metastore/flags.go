@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/metastore-io/metastore/internal/gcheadroom"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 )
@@ -38,6 +39,8 @@ type options struct {
 	storageEngine            string
 	watchProgressInterval    time.Duration
 	enablePprof              bool
+	gcHeadroomPercent        int
+	gcMinHeadroomBytes       uint64
 	rocksdb                  rocksdbFlags
 }
 
@@ -76,6 +79,10 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.enablePprof, "enable-pprof", false, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\"")
 	fs.DurationVar(&o.watchProgressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Deprecated alias of --watch-progress-notify-interval (etcd 3.5 name).")
 
+	gc := gcheadroom.DefaultConfig()
+	fs.IntVar(&o.gcHeadroomPercent, "gc-headroom-percent", gc.Percent, "Go garbage collector: heap headroom above the live heap, in percent of it (like GOGC), once that exceeds --gc-min-headroom-bytes. Ignored when the GOGC environment variable is set.")
+	fs.Uint64Var(&o.gcMinHeadroomBytes, "gc-min-headroom-bytes", gc.MinHeadroom, "Go garbage collector: least heap headroom above the live heap, in bytes. Ignored when the GOGC environment variable is set.")
+
 	def := rocksdb.DefaultOptions()
 	fs.Int64Var(&o.rocksdb.blockCacheBytes, "rocksdb-block-cache-bytes", def.BlockCacheSize, "RocksDB engine: LRU block cache size in bytes (bounds read memory).")
 	fs.Float64Var(&o.rocksdb.bloomBitsPerKey, "rocksdb-bloom-bits-per-key", def.BloomBitsPerKey, "RocksDB engine: Bloom filter bits per key (0 disables filters).")
@@ -83,6 +90,15 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.rocksdb.writeBufferBytes, "rocksdb-write-buffer-bytes", def.WriteBufferSize, "RocksDB engine: memtable size in bytes.")
 	fs.IntVar(&o.rocksdb.maxWriteBuffers, "rocksdb-max-write-buffers", def.MaxWriteBuffers, "RocksDB engine: memtables kept before writes stall.")
 	fs.IntVar(&o.rocksdb.maxBackgroundJobs, "rocksdb-max-background-jobs", def.MaxBackgroundJobs, "RocksDB engine: concurrent flush and compaction jobs.")
+}
+
+// gcHeadroom turns the flags into the garbage collector policy.
+func (o *options) gcHeadroom(logger *slog.Logger) gcheadroom.Config {
+	cfg := gcheadroom.DefaultConfig()
+	cfg.Percent = o.gcHeadroomPercent
+	cfg.MinHeadroom = o.gcMinHeadroomBytes
+	cfg.Logger = logger
+	return cfg
 }
 
 // rocksdbOptions turns the flags into engine options.
@@ -194,6 +210,9 @@ func (o *options) validate() error {
 	case "json", "text":
 	default:
 		return fmt.Errorf("unknown --log-format %q: want json or text", o.logFormat)
+	}
+	if err := o.gcHeadroom(nil).Validate(); err != nil {
+		return fmt.Errorf("--gc-headroom-percent: %w", err)
 	}
 	switch o.storageEngine {
 	case "memory":

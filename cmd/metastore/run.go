@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/metastore-io/metastore/internal/gcheadroom"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
@@ -39,6 +40,20 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	initial, _ := membership.ParseInitialCluster(o.initialCluster) // validated
+
+	// Size the collector's headroom for a heap that is mostly the key
+	// index (see package gcheadroom); stopped, and the runtime's target
+	// restored, when run returns.
+	gcCtx, stopGC := context.WithCancel(context.Background())
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		gcheadroom.Run(gcCtx, o.gcHeadroom(logger))
+	}()
+	defer func() {
+		stopGC()
+		<-gcDone
+	}()
 
 	if o.pprofEnabled() {
 		// etcd samples 1 in 5 mutex contention events once profiling is

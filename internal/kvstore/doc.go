@@ -43,20 +43,23 @@
 //	r {4,0} t -> {key:foo}
 //	m applied -> index, term of the raft entry holding the delete
 //
-// and this key index (kept in RAM, rebuilt from the 'r' bucket by Open):
+// and this key index (kept in RAM, rebuilt from the 'r' bucket by Open;
+// each key's revisions oldest first, t marking a tombstone, and the create
+// revision and version of its live generation, see keyIndex):
 //
-//	foo: generations [{created 2.0, ver 2, revs [2.0 3.0 4.0]}, {}]
-//	zoo: generations [{created 3.1, ver 1, revs [3.1]}]
+//	foo: revisions [2.0 3.0 4.0t]  deleted
+//	zoo: revisions [3.1]           created 3, version 1
 //
-// A Range of foo at revision 3 walks foo's generations to 3.0 and reads
-// r {3,0}; at revision 4 it finds foo deleted. Compacting at 3 keeps, for
-// each key, the newest revision <= 3 (foo 3.0, zoo 3.1) and everything
-// later, so it deletes r {2,0} from the backend and 2.0 from the index,
-// and stores m compact = 3, all in one batch.
+// A Range of foo at revision 3 finds 3.0, foo's newest revision <= 3, and
+// reads r {3,0}; at revision 4 the newest is the tombstone: foo is
+// deleted. Compacting at 3 keeps, for each key, the newest revision <= 3
+// (foo 3.0, zoo 3.1) and everything later, so it deletes r {2,0} from the
+// backend and 2.0 from the index, and stores m compact = 3, all in one
+// batch.
 //
 // Invariants, checked where they are enforced: revisions in a key's
-// history strictly increase (keyIndex.put panics otherwise); every
-// generation but the last ends with its tombstone; every revision in the
+// history strictly increase (keyIndex.put panics otherwise); a key is
+// live exactly when its newest revision is a put; every revision in the
 // key index has its record in the backend (a read that misses one fails
 // instead of answering wrongly); the consistent index and the compacted
 // revision are written in the same batch as the changes they describe,

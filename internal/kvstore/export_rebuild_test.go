@@ -2,7 +2,6 @@ package kvstore
 
 import (
 	"fmt"
-	"slices"
 )
 
 // CompareRebuilds rebuilds the key index from the store's committed
@@ -41,17 +40,18 @@ func diffKeyIndex(got, want *keyIndex) string {
 	switch {
 	case string(got.key) != string(want.key):
 		return fmt.Sprintf("key %q", got.key)
-	case got.modified != want.modified:
-		return fmt.Sprintf("modified %v, want %v", got.modified, want.modified)
 	case got.lease != want.lease:
 		return fmt.Sprintf("lease %d, want %d", got.lease, want.lease)
-	case len(got.generations) != len(want.generations):
-		return fmt.Sprintf("%d generations, want %d", len(got.generations), len(want.generations))
+	case got.created != want.created || got.ver != want.ver:
+		return fmt.Sprintf("live generation created %d version %d, want %d, %d", got.created, got.ver, want.created, want.ver)
+	case got.numEntries() != want.numEntries():
+		return fmt.Sprintf("%d revisions, want %d", got.numEntries(), want.numEntries())
+	case (got.older == nil) != (want.older == nil):
+		return fmt.Sprintf("older revisions %v, want %v", got.older, want.older)
 	}
-	for i, g := range want.generations {
-		h := got.generations[i]
-		if h.ver != g.ver || h.created != g.created || !slices.Equal(h.revs, g.revs) {
-			return fmt.Sprintf("generation %d is %+v, want %+v", i, h, g)
+	for i := range want.numEntries() {
+		if g, w := got.entry(i), want.entry(i); g != w {
+			return fmt.Sprintf("revision %d is %v (tombstone %v), want %v (tombstone %v)", i, g.rev(), g.isTombstone(), w.rev(), w.isTombstone())
 		}
 	}
 	return ""

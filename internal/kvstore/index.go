@@ -1,6 +1,8 @@
 package kvstore
 
 import (
+	"sync"
+
 	"github.com/google/btree"
 )
 
@@ -12,11 +14,33 @@ const indexDegree = 32
 // use it without locks.
 type indexView struct {
 	tree *btree.BTreeG[*keyIndex]
+	// probes recycles the keyIndex values that carry a searched key into
+	// the B-tree: the tree compares through a func value, so a probe
+	// escapes, and every read would otherwise allocate one.
+	probes *sync.Pool
+}
+
+func newProbePool() *sync.Pool {
+	return &sync.Pool{New: func() any { return new(keyIndex) }}
+}
+
+// probe returns a search key for key; release it after the search.
+func (x indexView) probe(key []byte) *keyIndex {
+	p := x.probes.Get().(*keyIndex)
+	p.key = key
+	return p
+}
+
+func (x indexView) release(p *keyIndex) {
+	p.key = nil // do not keep the caller's bytes alive
+	x.probes.Put(p)
 }
 
 // lookup returns the keyIndex of key, or nil.
 func (x indexView) lookup(key []byte) *keyIndex {
-	ki, ok := x.tree.Get(&keyIndex{key: key})
+	p := x.probe(key)
+	ki, ok := x.tree.Get(p)
+	x.release(p)
 	if !ok {
 		return nil
 	}
@@ -33,12 +57,15 @@ func (x indexView) visit(key, end []byte, fn func(ki *keyIndex) bool) {
 		}
 		return
 	}
-	probe := &keyIndex{key: key}
+	from := x.probe(key)
+	defer x.release(from)
 	if len(end) == 0 {
-		x.tree.AscendGreaterOrEqual(probe, fn)
+		x.tree.AscendGreaterOrEqual(from, fn)
 		return
 	}
-	x.tree.AscendRange(probe, &keyIndex{key: end}, fn)
+	to := x.probe(end)
+	defer x.release(to)
+	x.tree.AscendRange(from, to, fn)
 }
 
 // revisions returns the revisions of the keys alive at atRev in [key,
@@ -46,7 +73,7 @@ func (x indexView) visit(key, end []byte, fn func(ki *keyIndex) bool) {
 // alive in total.
 func (x indexView) revisions(key, end []byte, atRev int64, limit int) (revs []revision, total int) {
 	x.visit(key, end, func(ki *keyIndex) bool {
-		if rev, _, _, ok := ki.get(atRev); ok {
+		if rev, ok := ki.get(atRev); ok {
 			if limit <= 0 || len(revs) < limit {
 				revs = append(revs, rev)
 			}
@@ -61,7 +88,7 @@ func (x indexView) revisions(key, end []byte, atRev int64, limit int) (revs []re
 func (x indexView) count(key, end []byte, atRev int64) int {
 	total := 0
 	x.visit(key, end, func(ki *keyIndex) bool {
-		if _, _, _, ok := ki.get(atRev); ok {
+		if _, ok := ki.get(atRev); ok {
 			total++
 		}
 		return true
@@ -73,7 +100,7 @@ func (x indexView) count(key, end []byte, atRev int64) int {
 func (x indexView) liveKeys(key, end []byte, atRev int64) []*keyIndex {
 	var kis []*keyIndex
 	x.visit(key, end, func(ki *keyIndex) bool {
-		if _, _, _, ok := ki.get(atRev); ok {
+		if _, ok := ki.get(atRev); ok {
 			kis = append(kis, ki)
 		}
 		return true
@@ -102,13 +129,13 @@ type indexWriter struct {
 }
 
 func newIndexWriter() *indexWriter {
-	return &indexWriter{indexView: indexView{tree: btree.NewG(indexDegree, compareKeyIndex)}, epoch: 1}
+	return &indexWriter{indexView: indexView{tree: btree.NewG(indexDegree, compareKeyIndex), probes: newProbePool()}, epoch: 1}
 }
 
 // snapshot returns an immutable view of the current index and starts a
 // new epoch, so that every later change copies what it touches.
 func (x *indexWriter) snapshot() indexView {
-	v := indexView{tree: x.tree.Clone()}
+	v := indexView{tree: x.tree.Clone(), probes: x.probes}
 	x.epoch++
 	return v
 }
@@ -139,7 +166,7 @@ func (x *indexWriter) put(key []byte, rev revision, lease int64) {
 // tombstone records the deletion of ki's key at rev. It reports false if
 // the key is not live.
 func (x *indexWriter) tombstone(ki *keyIndex, rev revision) bool {
-	if len(ki.generations) == 0 || ki.generations[len(ki.generations)-1].isEmpty() {
+	if !ki.isLive() {
 		return false
 	}
 	return x.mutable(ki).tombstone(rev)

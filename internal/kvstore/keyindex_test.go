@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 func rv(main int64) revision { return revision{main: main} }
@@ -40,24 +41,32 @@ func testHistory() *keyIndex {
 // for the tombstone, generations separated by |.
 func render(ki *keyIndex) string {
 	var s string
-	for i, g := range ki.generations {
-		if i > 0 {
-			s += " | "
+	for i := range ki.numEntries() {
+		h := ki.entry(i)
+		if i > 0 && !ki.entry(i-1).isTombstone() {
+			s += " "
 		}
-		for j, r := range g.revs {
-			if j > 0 {
-				s += " "
-			}
-			s += fmt.Sprint(r.main)
-			if r.sub != 0 {
-				s += fmt.Sprintf(".%d", r.sub)
-			}
-			if j == len(g.revs)-1 && i != len(ki.generations)-1 {
-				s += "t"
-			}
+		s += fmt.Sprint(h.main)
+		if r := h.rev(); r.sub != 0 {
+			s += fmt.Sprintf(".%d", r.sub)
+		}
+		if h.isTombstone() {
+			s += "t | "
 		}
 	}
 	return s
+}
+
+// TestKeyIndexSize pins the layout keyIndex's comment draws: 80 bytes,
+// one of Go's allocation size classes, so a key written once costs that
+// plus its key bytes. A new field would move it to the next class (96).
+func TestKeyIndexSize(t *testing.T) {
+	if size := unsafe.Sizeof(keyIndex{}); size != 80 {
+		t.Fatalf("keyIndex is %d bytes, want 80", size)
+	}
+	if size := unsafe.Sizeof(histRev{}); size != unsafe.Sizeof(revision{}) {
+		t.Fatalf("histRev is %d bytes, a revision %d", size, unsafe.Sizeof(revision{}))
+	}
 }
 
 func TestKeyIndexGet(t *testing.T) {
@@ -68,30 +77,65 @@ func TestKeyIndexGet(t *testing.T) {
 		t.Fatalf("compacting at 4 dropped %d revisions, want 1", dropped)
 	}
 	tests := []struct {
-		at          int64
-		mod, create revision
-		ver         int64
-		ok          bool
+		at  int64
+		mod revision
+		ok  bool
 	}{
 		{at: 17}, {at: 16},
-		{15, revision{15, 1}, rv(14), 2, true},
-		{14, rv(14), rv(14), 1, true},
+		{15, revision{15, 1}, true},
+		{14, rv(14), true},
 		{at: 13}, {at: 12},
-		{11, rv(10), rv(8), 2, true},
-		{10, rv(10), rv(8), 2, true},
-		{9, rv(8), rv(8), 1, true},
-		{8, rv(8), rv(8), 1, true},
+		{11, rv(10), true},
+		{10, rv(10), true},
+		{9, rv(8), true},
+		{8, rv(8), true},
 		{at: 7}, {at: 6},
-		{5, rv(4), rv(2), 2, true}, // version counts the compacted put
-		{4, rv(4), rv(2), 2, true},
+		{5, rv(4), true},
+		{4, rv(4), true},
 		{at: 3}, {at: 2}, {at: 1}, {at: 0},
 	}
 	for _, tt := range tests {
-		mod, create, ver, ok := ki.get(tt.at)
-		if mod != tt.mod || create != tt.create || ver != tt.ver || ok != tt.ok {
-			t.Errorf("get(%d) = %v %v %d %v; want %v %v %d %v", tt.at, mod, create, ver, ok, tt.mod, tt.create, tt.ver, tt.ok)
+		mod, ok := ki.get(tt.at)
+		if mod != tt.mod || ok != tt.ok {
+			t.Errorf("get(%d) = %v %v; want %v %v", tt.at, mod, ok, tt.mod, tt.ok)
 		}
 	}
+	if ki.isLive() || ki.created != 0 || ki.ver != 0 {
+		t.Errorf("deleted key: live %v, created %d, version %d", ki.isLive(), ki.created, ki.ver)
+	}
+}
+
+// TestKeyIndexLiveGeneration checks the state the writer reads for the
+// next put: the live generation's create revision, version and lease,
+// also once compaction has dropped the put that created it.
+func TestKeyIndexLiveGeneration(t *testing.T) {
+	ki := &keyIndex{key: []byte("foo")}
+	live := func(created, ver, lease int64) {
+		t.Helper()
+		if !ki.isLive() || ki.created != created || ki.ver != ver || ki.lease != lease {
+			t.Fatalf("live %v created %d version %d lease %d; want created %d version %d lease %d (history %s)",
+				ki.isLive(), ki.created, ki.ver, ki.lease, created, ver, lease, render(ki))
+		}
+	}
+	ki.put(rv(2), 7)
+	live(2, 1, 7)
+	ki.put(rv(4), 0)
+	live(2, 2, 0)
+	ki.tombstone(rv(6))
+	if ki.isLive() || ki.lease != 0 {
+		t.Fatalf("after delete: live %v lease %d", ki.isLive(), ki.lease)
+	}
+	ki.put(rv(8), 3)
+	live(8, 1, 3)
+	ki.put(revision{9, 2}, 3)
+	live(8, 2, 3)
+	ki.compact(9, func(revision, bool) {})
+	if got := render(ki); got != "9.2" {
+		t.Fatalf("compact(9) left %q", got)
+	}
+	live(8, 2, 3) // the put at 8 is gone, its generation is not
+	ki.put(rv(10), 0)
+	live(8, 3, 0)
 }
 
 func TestKeyIndexCompactAndKeep(t *testing.T) {
@@ -169,22 +213,22 @@ func TestKeyIndexRestore(t *testing.T) {
 	ki := &keyIndex{key: []byte("foo")}
 	ki.restoreTombstone(rv(7))
 	for at := int64(0); at < 10; at++ {
-		if _, _, _, ok := ki.get(at); ok {
+		if _, ok := ki.get(at); ok {
 			t.Fatalf("restored tombstone: key found at %d", at)
 		}
 	}
 	ki.put(rv(9), 5)
-	if mod, create, ver, ok := ki.get(9); !ok || mod != rv(9) || create != rv(9) || ver != 1 || ki.lease != 5 {
-		t.Fatalf("put after restored tombstone: %v %v %d %v lease %d", mod, create, ver, ok, ki.lease)
+	if mod, ok := ki.get(9); !ok || mod != rv(9) || ki.created != 9 || ki.ver != 1 || ki.lease != 5 {
+		t.Fatalf("put after restored tombstone: %v %v created %d version %d lease %d", mod, ok, ki.created, ki.ver, ki.lease)
 	}
 	// The oldest record left is a put whose earlier history is gone.
 	ki = &keyIndex{key: []byte("bar")}
-	ki.restore(rv(3), rv(6), 4, 0)
+	ki.restore(3, rv(6), 4, 0)
 	ki.put(rv(8), 0)
-	if _, create, ver, ok := ki.get(8); !ok || create != rv(3) || ver != 5 {
-		t.Fatalf("restored history: created %v version %d found %v; want 3, 5", create, ver, ok)
+	if _, ok := ki.get(8); !ok || ki.created != 3 || ki.ver != 5 {
+		t.Fatalf("restored history: created %d version %d found %v; want 3, 5", ki.created, ki.ver, ok)
 	}
-	if _, _, _, ok := ki.get(5); ok {
+	if _, ok := ki.get(5); ok {
 		t.Fatal("restored history: found before its oldest record")
 	}
 }

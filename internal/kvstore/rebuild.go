@@ -13,12 +13,13 @@ import (
 //	scanner (own goroutine)          caller
 //	  backend scan, in key order       replays each record into the
 //	  parse revision key               index, in order
-//	  decode KeyValue header     -->   allocates new keys' histories
-//	  batches of indexRecord           from slabs
+//	  decode KeyValue header     -->   copies new keys into slabs
+//	  batches of indexRecord
 //
 // so that reading and decompressing the engine's blocks overlaps with the
-// B-tree work, and the index keeps one allocation per new key (a
-// restoredKey) plus a share of a key slab instead of four.
+// B-tree work, and the index keeps one allocation per new key (its
+// keyIndex, whose newest revision is inline) plus a share of a key slab
+// instead of two.
 
 // BulkReader is implemented by views that have a cheaper way to read a
 // large part of their content once (internal/rocksdb reads past its block
@@ -58,16 +59,6 @@ const (
 	// keySlabSize is the chunk new keys are copied into.
 	keySlabSize = 64 << 10
 )
-
-// restoredKey is the history of a key first met during the rebuild,
-// allocated in one piece: its keyIndex, the generation and the revision
-// it starts with. Later changes append beyond these arrays' capacity, so
-// they move to ordinary allocations like any history.
-type restoredKey struct {
-	ki  keyIndex
-	gen [1]generation
-	rev [1]revision
-}
 
 // keySlab hands out immutable copies of keys from shared chunks. A chunk
 // lives as long as any key in it: keys stored together were written
@@ -139,19 +130,12 @@ func rebuildIndexPipelined(view Reader, x *indexWriter, s *Store) (int64, error)
 // newRestoredKey starts the history of a key met for the first time, as
 // keyIndex.restore (or restoreTombstone for a tombstone) would.
 func newRestoredKey(key []byte, r *indexRecord) *keyIndex {
-	rk := &restoredKey{}
-	rk.rev[0] = r.rev
-	ki := &rk.ki
-	ki.key = key
-	ki.modified = r.rev
+	ki := &keyIndex{key: key}
 	if r.tombstone {
-		rk.gen[0] = generation{ver: 1, revs: rk.rev[:1:1]}
-		ki.generations = append(rk.gen[:1:1], generation{})
-		return ki
+		ki.restoreTombstone(r.rev)
+	} else {
+		ki.restore(r.create, r.rev, r.version, r.lease)
 	}
-	rk.gen[0] = generation{created: revision{main: r.create}, ver: r.version, revs: rk.rev[:1:1]}
-	ki.generations = rk.gen[:1:1]
-	ki.lease = r.lease
 	return ki
 }
 

@@ -64,7 +64,7 @@ func (s *Store) load() error {
 
 	if s.leases != nil {
 		s.w.index.tree.Ascend(func(ki *keyIndex) bool {
-			if ki.lease != 0 && !ki.generations[len(ki.generations)-1].isEmpty() {
+			if ki.lease != 0 { // only a live key has one
 				s.leases.Attach(ki.lease, ki.key)
 			}
 			return true
@@ -138,7 +138,7 @@ func rebuildIndex(view Reader, x *indexWriter, s *Store) (int64, error) {
 			x.insert(ki)
 		default:
 			ki = &keyIndex{key: append([]byte(nil), kv.Key...)}
-			ki.restore(revision{main: kv.CreateRevision}, rev, kv.Version, kv.Lease)
+			ki.restore(kv.CreateRevision, rev, kv.Version, kv.Lease)
 			x.insert(ki)
 		}
 		return true

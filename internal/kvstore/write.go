@@ -63,11 +63,8 @@ func (tw *TxnWrite) Put(key, value []byte, lease int64) int64 {
 	rev := tw.beginRev + 1
 	created := rev
 	var ver, oldLease int64
-	ki := w.index.lookup(key)
-	if ki != nil {
-		if _, c, v, ok := ki.get(rev); ok {
-			created, ver, oldLease = c.main, v, ki.lease
-		}
+	if ki := w.index.lookup(key); ki != nil && ki.isLive() {
+		created, ver, oldLease = ki.created, ki.ver, ki.lease
 	}
 	idxRev := revision{main: rev, sub: int64(tw.changes)}
 	kv, data := marshalKeyValue(mvccpb.KeyValue{

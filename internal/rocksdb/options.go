@@ -53,8 +53,15 @@ type Options struct {
 	// BlockCacheSize is the LRU cache, in bytes, for uncompressed data
 	// blocks and for index and filter blocks (both are charged to the cache
 	// so that it bounds the engine's read memory). Must be > 0.
-	// Default 256 MiB: point reads of recent revisions then stay in RAM for
-	// the typical etcd data set (etcd's default quota is 2 GiB on disk).
+	// Default 64 MiB. The cache only has to keep the index and filter
+	// blocks (a few MiB per million revisions) and the hot data blocks:
+	// every SST block is also in the kernel's page cache, compressed, which
+	// the kernel gives back when memory is short, while the block cache is
+	// resident and never shrinks. A miss that the page cache serves costs
+	// a pread and an lz4 decode of one block, microseconds against the
+	// tens a Range request spends in gRPC and the MVCC layer; a cache as
+	// large as the data set mostly duplicates the page cache in the
+	// process's resident memory.
 	BlockCacheSize int64
 
 	// BloomBitsPerKey sizes the whole-key Bloom filter of each SST file;
@@ -70,16 +77,18 @@ type Options struct {
 	Compression Compression
 
 	// WriteBufferSize is the size, in bytes, of one memtable before it is
-	// frozen and flushed to an L0 file. Must be >= 64 KiB. Default 64 MiB.
-	// Bigger memtables mean fewer, larger L0 files; revision keys arrive in
-	// ascending order, so flushed files rarely overlap and compaction is
-	// mostly trivial moves.
+	// frozen and flushed to an L0 file. Must be >= 64 KiB. Default 32 MiB,
+	// half RocksDB's usual: the live memtable is resident however full it
+	// is (and MaxWriteBuffers of them during a flush backlog), and the
+	// price, twice as many flushes, is small here: revision keys arrive in
+	// ascending order, so flushed files hold disjoint key ranges and
+	// compacting them is mostly trivial moves, however small they are.
 	WriteBufferSize int64
 
 	// MaxWriteBuffers is how many memtables (the active one plus frozen
 	// ones waiting for flush) may exist before writes stall. Must be >= 2.
 	// Default 4, so that a burst of applies keeps going while one flush
-	// runs.
+	// runs; frozen memtables only exist while a flush is behind.
 	MaxWriteBuffers int
 
 	// MaxBackgroundJobs bounds concurrent flushes plus compactions. Must be
@@ -91,10 +100,10 @@ type Options struct {
 // DefaultOptions returns the defaults documented on each Options field.
 func DefaultOptions() Options {
 	return Options{
-		BlockCacheSize:    256 << 20,
+		BlockCacheSize:    64 << 20,
 		BloomBitsPerKey:   10,
 		Compression:       CompressionLZ4,
-		WriteBufferSize:   64 << 20,
+		WriteBufferSize:   32 << 20,
 		MaxWriteBuffers:   4,
 		MaxBackgroundJobs: 4,
 	}
@@ -102,6 +111,9 @@ func DefaultOptions() Options {
 
 // minWriteBufferSize keeps RocksDB from flushing after every batch.
 const minWriteBufferSize = 64 << 10
+
+// targetFileSize is the size of the SST files compactions write.
+const targetFileSize = 64 << 20
 
 func (o Options) validate() error {
 	if o.BlockCacheSize <= 0 {
@@ -152,7 +164,9 @@ func (o Options) nativeOptions(cache *grocksdb.Cache) *grocksdb.Options {
 	// Size levels from the bottom up: space amplification stays near 1.1
 	// however large the data set grows.
 	opts.SetLevelCompactionDynamicLevelBytes(true)
-	opts.SetTargetFileSizeBase(uint64(o.WriteBufferSize))
+	// Compaction output files of 64 MiB (RocksDB's default), whatever the
+	// memtable size: fewer files to open and index than one per flush.
+	opts.SetTargetFileSizeBase(targetFileSize)
 	// Point-in-time recovery (RocksDB's default, pinned here because the
 	// crash-safety argument in doc.go depends on it): WAL replay stops at
 	// the first torn or corrupt record, so a batch is replayed whole or

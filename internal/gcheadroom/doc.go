@@ -1,0 +1,54 @@
+// Package gcheadroom sizes the Go garbage collector's headroom for a
+// server whose heap is mostly one long-lived structure (MetaStore's key
+// index): it keeps the heap goal at
+//
+//	live + max(MinHeadroom, live × Percent / 100)
+//
+// by re-setting the collector's target percentage (what GOGC sets) as the
+// live heap changes.
+//
+// # Why
+//
+// The collector starts a cycle when the heap has grown by GOGC percent of
+// what the last cycle found live. Go's default, 100, suits heaps that turn
+// over: the headroom is as large as the live heap. Here the live heap is
+// the key index, which requests do not free, and the garbage comes from
+// requests; at GOGC=100 a server holding a 200 MiB index keeps up to
+// another 200 MiB of RAM only so that collections are rarer.
+//
+// The trade is memory for CPU either way. A cycle costs time in proportion
+// to the live heap (it marks all of it) and cycles happen once per
+// headroom's worth of allocation, so the collector's CPU per allocated
+// byte is proportional to live/headroom: 1 at GOGC=100, 2 at Percent=50,
+// whatever the index size. A fixed headroom instead would make a large
+// index's collections ever more frequent. So: a percentage for large
+// heaps (Percent, default 50: Prometheus made the same change of its
+// default GOGC, from 100 to 50, in 2.53, for the same heap shape, its
+// in-memory TSDB head, and found the CPU cost small), and a floor in bytes
+// (MinHeadroom, default 64 MiB) so that a small store does not collect
+// after every few requests. Below 64 MiB of live heap the floor gives more
+// headroom than GOGC=100 (less collector CPU than Go's default, for a few
+// tens of MiB), from 64 to 128 MiB it gives 64 MiB, and above 128 MiB
+// half the live heap: half of GOGC=100's excess memory, for twice its
+// collector CPU per allocated byte.
+//
+// For example, with the defaults: 20 MiB live -> goal 84 MiB (target
+// 320%); 100 MiB -> 164 MiB (64%); 400 MiB -> 600 MiB (50%). The target is
+// capped at MaxPercent (1000), so a nearly empty server's goal stays a
+// small multiple of its live heap.
+//
+// # How
+//
+// Run sets the target, then re-sets it after every GC cycle, when it
+// moved by more than a twentieth, from the heap that cycle marked live
+// (/gc/heap/live:bytes in runtime/metrics). The hook is a runtime cleanup on an
+// unreferenced sentinel, re-armed each time it runs, so the target is
+// never more than a cycle behind the live heap; a timer would be, by a
+// whole period, and a restart's index rebuild allocates hundreds of MiB in
+// less than a second.
+//
+// An operator's choice wins: when the GOGC environment variable is set,
+// Run leaves the collector alone. GOMEMLIMIT (or debug.SetMemoryLimit)
+// needs nothing from here: the runtime collects at whichever of the two
+// goals comes first, so a memory limit keeps working as a ceiling.
+package gcheadroom

@@ -38,8 +38,9 @@ members=(0 1 2)
 ready_timeout=30
 
 declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-# Member i of a target listens on base+2i (clients) and base+2i+1 (peers).
-declare -A base_port=([metastore]=22479 [etcd]=32479)
+# Member i of a target listens on base+2i (clients) and base+2i+1 (peers);
+# base is picked free before the target's cluster starts.
+declare -A base_port=()
 declare -A rps=()
 declare -A p99=()
 pids=()
@@ -72,6 +73,8 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
+# shellcheck source=bench/ports.sh
+source "$root/bench/ports.sh"
 
 client_port() { echo $((base_port[$1] + 2 * $2)); }
 peer_port() { echo $((base_port[$1] + 2 * $2 + 1)); }
@@ -84,6 +87,7 @@ endpoints() {
 
 start_cluster() {
 	local target=$1 i initial=() extra=()
+	base_port[$target]="$(free_ports $((2 * ${#members[@]})))" || die "no free loopback ports"
 	for i in "${members[@]}"; do
 		initial+=("$target-$i=http://127.0.0.1:$(peer_port "$target" "$i")")
 	done
@@ -94,7 +98,9 @@ start_cluster() {
 		read -r -a extra <<<"$METASTORE_FLAGS"
 	fi
 	for i in "${members[@]}"; do
-		local client="http://127.0.0.1:$(client_port "$target" "$i")" peer="http://127.0.0.1:$(peer_port "$target" "$i")"
+		local client peer
+		client="http://127.0.0.1:$(client_port "$target" "$i")"
+		peer="http://127.0.0.1:$(peer_port "$target" "$i")"
 		"${binary[$target]}" --name="$target-$i" --data-dir="$work/$target-$i.data" \
 			--listen-client-urls="$client" --advertise-client-urls="$client" \
 			--listen-peer-urls="$peer" --initial-advertise-peer-urls="$peer" \

@@ -56,8 +56,9 @@ WATCH_BENCH_PUT_RATE="${WATCH_BENCH_PUT_RATE:-0}"
 ready_timeout=30
 
 declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-declare -A client_port=([metastore]=22379 [etcd]=32379)
-declare -A peer_port=([metastore]=22380 [etcd]=32380)
+# Picked by start_server (bench/single-member.sh).
+declare -A client_port=()
+declare -A peer_port=()
 declare -A pid=()
 declare -A rps=()
 declare -A p99=()

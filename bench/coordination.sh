@@ -28,8 +28,9 @@ etcdctl="$root/bin/ref/etcdctl"
 ready_timeout=30
 
 declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-declare -A client_port=([metastore]=22479 [etcd]=32479)
-declare -A peer_port=([metastore]=22480 [etcd]=32480)
+# Picked by start_server (bench/single-member.sh).
+declare -A client_port=()
+declare -A peer_port=()
 declare -A pid=()
 
 log() { echo "coordination: $*" >&2; }

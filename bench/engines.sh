@@ -76,20 +76,13 @@ client() {
 		-key-size="$KEY_SIZE" -value-size="$VAL_SIZE" -clients="$CLIENTS" -conns="$CONNS"
 }
 
-# port_free PORT: nothing accepts connections on it.
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# shellcheck source=bench/ports.sh
+source "$root/bench/ports.sh"
 
-# pick_ports: two free consecutive loopback ports for the next server.
+# pick_ports: free client and peer ports for the next server.
 pick_ports() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 10000))
-		if port_free "$p" && port_free "$((p + 1))"; then
-			client_port=$p peer_port=$((p + 1)) endpoint="127.0.0.1:$p"
-			return
-		fi
-	done
-	die "no free loopback ports"
+	client_port="$(free_ports 2)" || die "no free loopback ports"
+	peer_port=$((client_port + 1)) endpoint="127.0.0.1:$client_port"
 }
 
 # start_server TARGET: starts it in the background; sets server_pid and

@@ -1,10 +1,14 @@
 # shellcheck shell=bash disable=SC2154,SC2004
-# Shared by compare.sh and coordination.sh (sourced, not run): start one
-# single-member server per target side by side and wait until it is
-# healthy. The sourcing script sets, before calling these:
+# Shared by compare.sh, coordination.sh, watchmem.sh and leaseexpiry.sh
+# (sourced, not run): pick ports for, start and wait for one
+# single-member server per target. The sourcing script sets, before
+# calling these:
 #   work, KEEP, METASTORE_FLAGS, etcdctl, ready_timeout, name_prefix,
 #   and the associative arrays binary, client_port, peer_port, pid;
 # and defines log and die.
+
+# shellcheck source=bench/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
 cleanup() {
 	for target in "${!pid[@]}"; do
@@ -20,7 +24,17 @@ cleanup() {
 
 endpoint() { echo "127.0.0.1:${client_port[$1]}"; }
 
+# pick_ports TARGET: free client and peer ports for its server.
+pick_ports() {
+	local p
+	p="$(free_ports 2)" || die "no free loopback ports"
+	client_port[$1]=$p
+	peer_port[$1]=$((p + 1))
+}
+
+# start_server TARGET: picks its ports and starts it in the background.
 start_server() {
+	pick_ports "$1"
 	local target=$1 name="$name_prefix-$1" client peer
 	client="http://$(endpoint "$target")"
 	peer="http://127.0.0.1:${peer_port[$target]}"

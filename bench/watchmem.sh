@@ -55,8 +55,7 @@ etcdctl="$root/bin/ref/etcdctl"
 ready_timeout=30
 
 declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-# Ports are picked afresh for every server (pick_ports): other benchmarks
-# and test suites on the machine take loopback ports too.
+# Ports are picked afresh for every server (start_server).
 declare -A client_port=()
 declare -A peer_port=()
 # Servers and the watchmem client; cleanup (bench/single-member.sh) stops
@@ -87,22 +86,6 @@ export ETCD_ENABLE_PPROF=true
 # Build first so compilation does not count against a server.
 prog="$work/watchmem"
 (cd "$root" && "$GO" build -o "$prog" ./bench/watchmem) || die "cannot build bench/watchmem"
-
-# port_free PORT: nothing accepts connections on it.
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# pick_ports TARGET: two free consecutive loopback ports for its server.
-pick_ports() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 10000))
-		if port_free "$p" && port_free "$((p + 1))"; then
-			client_port[$1]=$p peer_port[$1]=$((p + 1))
-			return
-		fi
-	done
-	die "no free loopback ports"
-}
 
 # rss_kib TARGET: its VmRSS in KiB. Checking that the process is still
 # there also catches a server that lost its port to another one, which
@@ -139,7 +122,6 @@ stop() {
 measure() {
 	local target=$1 mode=$2 key="$1.$2" line out=""
 	log "$target, $mode: start"
-	pick_ports "$target"
 	start_server "$target"
 	wait_ready "$target"
 	settle "$key.before" "$target"

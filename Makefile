@@ -106,6 +106,7 @@ bench: build tools
 	bench/compare.sh
 	bench/coordination.sh
 	bench/engines.sh
+	bench/leaseexpiry.sh
 	bench/watchmem.sh
 
 bench-cluster: build tools

@@ -50,6 +50,10 @@ start_server() {
 	pid[$target]=$!
 }
 
+# wait_ready TARGET: until it is healthy, then checks that the member
+# answering on its port is the one we started (a port taken by another
+# process between pick_ports and the start would otherwise send the whole
+# run to someone else's server).
 wait_ready() {
 	local target=$1 deadline=$((SECONDS + ready_timeout))
 	until "$etcdctl" --endpoints="$(endpoint "$target")" --command-timeout=2s \
@@ -58,4 +62,7 @@ wait_ready() {
 		((SECONDS < deadline)) || die "$target not healthy after ${ready_timeout}s; log: $work/$target.log"
 		sleep 0.2
 	done
+	kill -0 "${pid[$target]}" 2>/dev/null || die "$target exited during start-up; log: $work/$target.log"
+	"$etcdctl" --endpoints="$(endpoint "$target")" --command-timeout=5s member list 2>/dev/null |
+		grep -q ", $name_prefix-$target, " || die "$(endpoint "$target") is not our $target; log: $work/$target.log"
 }

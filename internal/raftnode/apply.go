@@ -27,6 +27,9 @@ type applyState struct {
 	snapshotIndex uint64
 	snapshotConf  raftpb.ConfState
 	snapshotFull  bool
+	// loggedBytes is the size of the entries applied since the newest
+	// snapshot was taken or received (see maybeSnapshot).
+	loggedBytes uint64
 	// wantFull is set when raft needs a full snapshot to send a follower
 	// and the newest one is in place or of an older configuration; the
 	// next snapshot is then full.
@@ -115,6 +118,9 @@ func (n *Node) deliver(ents []raftpb.Entry, cs *raftpb.ConfState) {
 	n.sm.Apply(ents, cs)
 	last := ents[len(ents)-1]
 	st.applied, st.appliedTerm = last.Index, last.Term
+	for i := range ents {
+		st.loggedBytes += uint64(len(ents[i].Data))
+	}
 }
 
 // applyConfChange applies the conf change entry e to raft's configuration,
@@ -177,6 +183,7 @@ func (n *Node) applySnapshot(meta raftpb.SnapshotMetadata) error {
 	st.processed, st.applied, st.appliedTerm = meta.Index, meta.Index, meta.Term
 	st.confState = meta.ConfState
 	st.snapshotIndex, st.snapshotConf, st.snapshotFull = meta.Index, meta.ConfState, true
+	st.loggedBytes = 0
 	n.publishConfState(meta.ConfState)
 	return nil
 }

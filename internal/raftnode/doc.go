@@ -34,7 +34,10 @@
 //     file (or persists the state in place, below), records a marker in
 //     the WAL, then creates the raft snapshot, compacts the in-memory log
 //     to index-SnapshotCatchUpEntries and releases WAL segments before the
-//     snapshot. One at a time.
+//     snapshot. One at a time. A full image also waits until the entries
+//     applied since the last one hold a quarter of that image's size, so
+//     a large in-memory store is not rewritten every few seconds under
+//     load (maybeSnapshot).
 //
 // # Conf changes
 //

@@ -57,7 +57,11 @@ type Node struct {
 	// apply is owned by the apply loop.
 	apply        applyState
 	snapshotting atomic.Bool
-	snapshotWG   sync.WaitGroup
+	// fullImageBytes is the size of the newest snapshot file written with
+	// the full image of a state machine that cannot persist in place
+	// (maybeSnapshot spaces such snapshots by it).
+	fullImageBytes atomic.Uint64
+	snapshotWG     sync.WaitGroup
 	// fullSnapshotIndex is the index of the newest snapshot whose file
 	// holds a full image (not the in-place marker); raftStorage hands raft
 	// only that one. fullSnapshotWanted carries raft's request for one to

@@ -149,14 +149,32 @@ func (n *Node) wantFullSnapshot() error {
 	return n.maybeSnapshot()
 }
 
+// fullImageLogFraction: a full-image snapshot waits until the log since
+// the last one holds at least 1/fullImageLogFraction of that image's size
+// (see maybeSnapshot).
+const fullImageLogFraction = 4
+
 // maybeSnapshot starts a snapshot once SnapshotCount entries were applied
-// since the last one, or when raft needs a full image to send. The image
+// since the last one (and, for a full image, enough bytes; see below), or
+// when raft needs a full image to send. The image
 // is taken here, between two Applies; persisting it and compacting behind
 // it happen in the background while applying goes on. One snapshot is in
 // flight at a time.
 func (n *Node) maybeSnapshot() error {
 	st := &n.apply
-	due := st.applied-st.snapshotIndex > n.cfg.SnapshotCount
+	// A snapshot is due every SnapshotCount entries (etcd's rule), and,
+	// when it means writing a full image (an engine that cannot persist
+	// in place, like the memory engine), only once the log since the
+	// last one holds 1/fullImageLogFraction of that image's size. Writing
+	// a large store's whole image every SnapshotCount small entries
+	// would cost far more than the entries themselves (hundreds of MB
+	// every few seconds under a put load); this way images cost at most
+	// fullImageLogFraction bytes per byte logged, and the log kept in
+	// memory and replayed on restart stays below a fraction of the
+	// image. A small store's image is small, so it still snapshots at
+	// every SnapshotCount entries.
+	due := st.applied-st.snapshotIndex > n.cfg.SnapshotCount &&
+		st.loggedBytes*fullImageLogFraction >= n.fullImageBytes.Load()
 	if st.processed < st.applied || st.applied == 0 || !(due || st.wantFull) || n.snapshotting.Load() {
 		// (processed < applied: raft is still redelivering entries the
 		// state machine holds, so confState is not yet that of applied.)
@@ -173,6 +191,7 @@ func (n *Node) maybeSnapshot() error {
 	meta := raftpb.SnapshotMetadata{Index: st.applied, Term: st.appliedTerm, ConfState: st.confState}
 	st.snapshotIndex, st.snapshotConf = st.applied, st.confState
 	st.snapshotFull = !inEngine
+	st.loggedBytes = 0
 	st.wantFull = false
 	n.snapshotting.Store(true)
 	n.snapshotWG.Add(1)
@@ -214,6 +233,9 @@ func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image, persiste
 	}
 	if persistent == nil {
 		n.noteFullSnapshot(meta.Index)
+		if _, canPersist := inPlace(img); !canPersist {
+			n.fullImageBytes.Store(uint64(size))
+		}
 	}
 	if err := n.wal.SaveSnapshot(wal.Snapshot{Index: meta.Index, Term: meta.Term}); err != nil {
 		n.fail(fmt.Errorf("raftnode: record snapshot %d in WAL: %w", meta.Index, err))

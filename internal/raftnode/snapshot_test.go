@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -273,5 +274,54 @@ func TestMemberAddedAfterSnapshotCatchesUp(t *testing.T) {
 	sms[4].check(t)
 	if got, want := strings.Join(sms[4].payloads(), ","), strings.Join(sms[lead].payloads(), ","); got != want {
 		t.Fatal("new member's state differs from the leader's")
+	}
+}
+
+// paddedSM is a fakeSM whose images carry pad extra bytes, standing for
+// a large store that cannot persist in place (the memory engine).
+type paddedSM struct {
+	*fakeSM
+	pad int
+}
+
+func (s paddedSM) Snapshot() (Image, error) {
+	img, err := s.fakeSM.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	data := img.(fakeImage).data
+	return fakeImage{data: append(data[:len(data):len(data)], make([]byte, s.pad)...)}, nil
+}
+
+// TestFullImagesWaitForAQuarterOfTheirSizeInLog: after a full image of S
+// bytes, the next one is due only once the entries applied since hold
+// S/fullImageLogFraction bytes, however many entries that takes.
+func TestFullImagesWaitForAQuarterOfTheirSizeInLog(t *testing.T) {
+	const pad = 64 << 10
+	cfg := testConfig(t, t.TempDir())
+	cfg.SnapshotCount = 20
+	cfg.SnapshotCatchUpEntries = 5
+	sm := paddedSM{fakeSM: newFakeSM(), pad: pad}
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+	// 200 small entries: only the first SnapshotCount of them may take
+	// a snapshot, the rest hold far less than pad/4 bytes.
+	for i, p := range payloadRange("s", 0, 200) {
+		proposeAll(t, n, []string{p})
+		sm.waitPayloads(t, i+1)
+	}
+	n.snapshotWG.Wait()
+	if _, full := snapshotKinds(t, n); full != 1 {
+		t.Fatalf("%d full snapshots after 200 small entries, want 1", full)
+	}
+	// Entries of 1 KiB: pad/4 bytes of them make the next one due.
+	big := strings.Repeat("x", 1<<10)
+	for i := range pad / fullImageLogFraction / len(big) * 2 {
+		proposeAll(t, n, []string{fmt.Sprintf("%s%04d", big, i)})
+		sm.waitPayloads(t, 201+i)
+	}
+	n.Stop()
+	if _, full := snapshotKinds(t, n); full < 2 {
+		t.Fatalf("%d full snapshots once the log held twice a quarter of the image, want 2 or more", full)
 	}
 }

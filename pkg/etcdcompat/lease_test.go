@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -14,9 +13,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/metastore-io/metastore/internal/lease"
 	"github.com/metastore-io/metastore/internal/server"
@@ -124,21 +121,9 @@ func mapKeys(m map[int64]int64) func(func(int64) bool) {
 // connection.
 func newLeaseClient(t *testing.T, m *fakeLeaseMember) pb.LeaseClient {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	pb.RegisterLeaseServer(gs, newLeaseService(m, headerFiller{srv: m}, slog.New(slog.DiscardHandler)))
-	go func() { _ = gs.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-	})
-	return pb.NewLeaseClient(conn)
+	return pb.NewLeaseClient(serveInMemory(t, func(gs *grpc.Server) {
+		pb.RegisterLeaseServer(gs, newLeaseService(m, headerFiller{srv: m}, slog.New(slog.DiscardHandler)))
+	}))
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -7,14 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/metastore-io/metastore/internal/backup"
 	"github.com/metastore-io/metastore/internal/memory"
@@ -67,21 +64,9 @@ func fileOf(n int) []byte {
 
 func newMaintenanceClient(t *testing.T, m Member) pb.MaintenanceClient {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: m, hdr: headerFiller{srv: m}})
-	go func() { _ = gs.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-	})
-	return pb.NewMaintenanceClient(conn)
+	return pb.NewMaintenanceClient(serveInMemory(t, func(gs *grpc.Server) {
+		pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: m, hdr: headerFiller{srv: m}})
+	}))
 }
 
 // receiveAll reads the stream to its end and returns the messages and the

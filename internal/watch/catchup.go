@@ -54,6 +54,7 @@ type catchUp struct {
 	streams []*Stream
 	lagging []*watcher
 	groups  []*group
+	sharers []*Stream // streams given the current group's events
 }
 
 // catchUpEntry is a watcher of the round with a copy of its keys (the
@@ -135,16 +136,25 @@ func (cu *catchUp) round(h *Hub) (bool, error) {
 	defer h.mu.Unlock()
 	for i := range matched {
 		m := &matched[i]
+		h.groupPasses++
+		group := h.groupPasses
 		for _, w := range m.g.watchers {
 			if w.state != stateLagging {
 				continue // canceled while History was read
 			}
-			if evs, size := m.wanted(w); len(evs) > 0 {
-				if !w.stream.push(Response{WatchID: w.id, Revision: next - 1, Events: evs, Fragment: w.fragment}, size, w.prevKV, false) {
+			if evs, payload := m.wanted(w); len(evs) > 0 {
+				s := w.stream
+				seq, ok := s.pushEvents(w, eventsResponse(w, next-1, evs, payload))
+				if !ok {
 					// The stream filled up during this round: the
 					// watcher stays where it was until there is room.
 					continue
 				}
+				if s.shareGroup != group {
+					s.shareGroup, s.shareSeq = group, seq
+					cu.sharers = append(cu.sharers, s)
+				}
+				s.shareSeq = max(s.shareSeq, seq)
 				w.quiet = false
 			}
 			w.minRev = max(w.minRev, next)
@@ -154,6 +164,11 @@ func (cu *catchUp) round(h *Hub) (bool, error) {
 				h.syncLocked(w, w.minRev)
 			}
 		}
+		for _, s := range cu.sharers {
+			s.chargeShared(s.shareSeq, m.shared())
+		}
+		clear(cu.sharers)
+		cu.sharers = cu.sharers[:0]
 	}
 	return true, nil
 }

@@ -34,7 +34,7 @@ func TestSlowConsumerCatchesUp(t *testing.T) {
 	c.s.mu.Lock()
 	queued := c.s.bytes
 	c.s.mu.Unlock()
-	if queued > budget+responseSize(nil)+eventOverhead+100+4 {
+	if queued > budget+responseOverhead+pointerSize+eventOverhead+100+4 {
 		t.Fatalf("slow stream queued %d bytes, budget %d", queued, budget)
 	}
 	var got []string

@@ -22,9 +22,34 @@
 // fan-out goroutine. The fan-out takes whole commits from the backlog (up
 // to 4096 events at a time), matches each event to the groups of watchers
 // whose keys contain it, copies each touched group's events once for all
-// its watchers, and queues one response per watcher that wants any, each
+// its watchers, and hands each watcher that wants any a response, each
 // stream's responses in one batch. A response therefore carries one or
 // more whole revisions, all the events of a transaction together.
+//
+// A watcher whose previous response is still queued (its client reads
+// slower than its keys change) has the new events added to that response
+// rather than queued in a new one: it keeps its place in the queue and
+// takes the header revision the new events came with. A slow client gets
+// fewer, larger responses instead of ever more of them, and a watcher's
+// events wait at most for the responses queued ahead of its oldest unsent
+// one. With 1,000 watchers of one key on a stream whose client reads
+// slowly, a put at revision 7 queues w1{7} w2{7} ... w1000{7}; the sender
+// takes w1{7}; then
+//
+//	put 8:  w2{7,8} ... w1000{7,8} w1{8}
+//	put 9:  w2{7,8,9} ... w1000{7,8,9} w1{8,9}
+//
+// Event responses also leave a stream at a bounded rate
+// (Options.StreamResponseRate, 5000 a second once a burst of 1000 is
+// spent), since a client's work is mostly per response: beyond that rate,
+// events wait in the queue and merge there rather than reach the client
+// one response each (see pace.go).
+//
+// A merged response holds at most 1000 events and 1 MiB of payload (etcd's
+// own batches stop at 1000 revisions; gRPC clients refuse 4 MiB by
+// default), and nothing is added to a response queued before a control
+// response (created, canceled, progress), which must not be followed by
+// older events or preceded by newer ones than it reports.
 //
 // A watcher is synced (fed by the fan-out) or lagging (fed by the catch-up
 // goroutine from History). It lags when it starts in the past, when its
@@ -43,6 +68,10 @@
 // catch-up path copy a group's events out of the commit or History read
 // they came from (the KeyValues themselves are shared, never copied), so a
 // slow stream cannot hold a large commit alive through one small event.
+// The estimate counts each response's overhead and event pointers, and
+// each group's events once per stream however many of its responses share
+// them: with the newest of those responses, the last to leave the queue,
+// so that the events are counted exactly as long as the stream pins them.
 // The backlog holds up to Options.BacklogEvents events before it is
 // dropped in favour of History. Watchers that asked for prev_kv get their
 // own copies, made when the response is taken.

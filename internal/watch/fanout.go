@@ -22,8 +22,13 @@ type fanOutHit struct {
 }
 
 type stagedResponse struct {
-	q    queued
-	next int32 // the stream's next staged response, -1 for none
+	q queued
+	w *watcher
+	// group identifies the group pass the events come from
+	// (Hub.groupPasses), shared is the payload of all its events.
+	group  uint64
+	shared int
+	next   int32 // the stream's next staged response, -1 for none
 }
 
 // run delivers a run of publications to the synced watchers, in chunks
@@ -104,16 +109,18 @@ func (fo *fanOut) deliver(h *Hub, first, last int64) {
 // deliverGroup stages a group's events, matched over revisions
 // first..last, for each of its synced watchers.
 func (fo *fanOut) deliverGroup(h *Hub, m *groupEvents, first, last int64) {
+	h.groupPasses++
+	group := h.groupPasses
 	for _, w := range m.g.watchers {
 		if w.state != stateSynced {
 			continue
 		}
-		evs, size := m.wanted(w)
+		evs, payload := m.wanted(w)
 		if len(evs) == 0 {
 			continue
 		}
-		r := Response{WatchID: w.id, Revision: last, Events: evs, Fragment: w.fragment}
-		if !fo.stage(h, w.stream, queued{resp: r, size: size, prevKV: w.prevKV}) {
+		r := stagedResponse{q: eventsResponse(w, last, evs, payload), w: w, group: group, shared: m.shared()}
+		if !fo.stage(h, w.stream, r) {
 			// The client is not keeping up: stop feeding the watcher
 			// here; it will read these revisions from History once its
 			// stream has room again.
@@ -127,8 +134,8 @@ func (fo *fanOut) deliverGroup(h *Hub, m *groupEvents, first, last int64) {
 
 // stage adds a response to its stream's chain for this chunk, unless the
 // stream's queue (as it was when the chunk began, plus what is staged) is
-// at its budget.
-func (fo *fanOut) stage(h *Hub, s *Stream, q queued) bool {
+// at its budget. A stream's responses of one group are staged together.
+func (fo *fanOut) stage(h *Hub, s *Stream, r stagedResponse) bool {
 	if s.stagePass != h.pass {
 		s.stagePass = h.pass
 		s.stageFirst, s.stageLast = -1, -1
@@ -138,14 +145,18 @@ func (fo *fanOut) stage(h *Hub, s *Stream, q queued) bool {
 	if s.stageBytes >= h.budget {
 		return false
 	}
+	if s.stageLast < 0 || fo.staged[s.stageLast].group != r.group {
+		s.stageBytes += r.shared
+	}
 	i := int32(len(fo.staged))
-	fo.staged = append(fo.staged, stagedResponse{q: q, next: -1})
+	r.next = -1
+	fo.staged = append(fo.staged, r)
 	if s.stageLast >= 0 {
 		fo.staged[s.stageLast].next = i
 	} else {
 		s.stageFirst = i
 	}
 	s.stageLast = i
-	s.stageBytes += q.size
+	s.stageBytes += r.q.size
 	return true
 }

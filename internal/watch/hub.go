@@ -56,6 +56,13 @@ type Options struct {
 	// Beyond it the backlog is dropped and every synced watcher catches up
 	// from History instead. Default 65536.
 	BacklogEvents int
+	// StreamResponseRate bounds the event responses per second a stream
+	// hands to its client once StreamResponseBurst of them are spent;
+	// events that arrive meanwhile join the responses still queued (see
+	// pace.go). Defaults 5000 and 1000; a negative rate leaves streams
+	// unpaced.
+	StreamResponseRate  int
+	StreamResponseBurst int
 }
 
 const (
@@ -85,8 +92,11 @@ type Hub struct {
 	progress     time.Duration
 	budget       int
 	backlogLimit int
-	metrics      *metrics
-	blocks       *sync.Pool // outbox blocks shared by the streams
+	// responseRate and responseBurst configure each stream's pacer
+	// (rate 0: unpaced).
+	responseRate, responseBurst int
+	metrics                     *metrics
+	blocks                      *sync.Pool // outbox blocks shared by the streams
 
 	// pubMu guards the backlog: what Publish handed over and the fan-out
 	// has not taken yet. It is held only for O(1) work so that Publish
@@ -108,6 +118,10 @@ type Hub struct {
 	lagCursor  int       // where the next catch-up round starts in lagStreams
 	progressQ  []*Stream // streams with a deferred progress request
 	pass       uint64    // fan-out pass counter (group.mark)
+	// groupPasses counts the groups the fan-out and the catch-up path
+	// delivered events to: it identifies one group's events of one pass,
+	// which a stream's budget counts once (Stream.chargeShared).
+	groupPasses uint64
 
 	fanWake     chan struct{}
 	catchUpWake chan struct{}
@@ -160,24 +174,35 @@ func newHub(hist History, opts Options) (*Hub, error) {
 	if opts.BacklogEvents <= 0 {
 		opts.BacklogEvents = defaultBacklogEvents
 	}
+	switch {
+	case opts.StreamResponseRate == 0:
+		opts.StreamResponseRate = defaultResponseRate
+	case opts.StreamResponseRate < 0:
+		opts.StreamResponseRate = 0
+	}
+	if opts.StreamResponseBurst <= 0 {
+		opts.StreamResponseBurst = defaultResponseBurst
+	}
 	m, err := newMetrics(opts.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("watch: register metrics: %w", err)
 	}
 	h := &Hub{
-		log:          opts.Logger,
-		hist:         hist,
-		errCompacted: opts.ErrCompacted,
-		progress:     interval,
-		budget:       opts.StreamBufferBytes,
-		backlogLimit: opts.BacklogEvents,
-		metrics:      m,
-		blocks:       newBlockPool(),
-		index:        newIndex(),
-		streams:      make(map[*Stream]struct{}),
-		fanWake:      make(chan struct{}, 1),
-		catchUpWake:  make(chan struct{}, 1),
-		done:         make(chan struct{}),
+		log:           opts.Logger,
+		hist:          hist,
+		errCompacted:  opts.ErrCompacted,
+		progress:      interval,
+		budget:        opts.StreamBufferBytes,
+		backlogLimit:  opts.BacklogEvents,
+		responseRate:  opts.StreamResponseRate,
+		responseBurst: opts.StreamResponseBurst,
+		metrics:       m,
+		blocks:        newBlockPool(),
+		index:         newIndex(),
+		streams:       make(map[*Stream]struct{}),
+		fanWake:       make(chan struct{}, 1),
+		catchUpWake:   make(chan struct{}, 1),
+		done:          make(chan struct{}),
 	}
 	rev := hist.Rev()
 	h.pubRev.Store(rev)

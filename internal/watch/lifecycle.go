@@ -62,7 +62,7 @@ func (h *Hub) compactLocked(w *watcher, compactRev int64) {
 	h.dropLaggingLocked(w)
 	h.leaveGroupLocked(w)
 	w.state = stateCompacted
-	w.stream.push(Response{WatchID: w.id, CompactRevision: compactRev, Canceled: true}, 0, false, true)
+	w.stream.pushControl(Response{WatchID: w.id, CompactRevision: compactRev, Canceled: true})
 }
 
 // removeLocked forgets a watcher entirely (cancel, or its stream closed).

@@ -56,7 +56,7 @@ func (h *Hub) answerProgressLocked(s *Stream) (waiting bool) {
 		return true
 	case progressSend:
 		for range s.progressAsked {
-			s.push(Response{WatchID: InvalidWatchID, Revision: h.fanRev}, 0, false, true)
+			s.pushControl(Response{WatchID: InvalidWatchID, Revision: h.fanRev})
 		}
 	}
 	s.progressAsked = 0
@@ -102,7 +102,7 @@ func (h *Hub) progressTick(s *Stream) {
 			continue
 		}
 		if w.quiet && h.progressVerdictLocked(w, h.fanRev) == progressSend {
-			s.push(Response{WatchID: w.id, Revision: h.fanRev}, 0, false, true)
+			s.pushControl(Response{WatchID: w.id, Revision: h.fanRev})
 		}
 		w.quiet = true
 	}

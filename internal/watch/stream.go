@@ -46,6 +46,17 @@ const (
 	// nextBatch is how many responses Next takes at most, so that queued
 	// bytes are released to the budget in steps while the client is slow.
 	nextBatch = 64
+	// nextBatchBytes is how much payload Next takes at most (but always
+	// one response): gRPC's write quota per stream, beyond which sending
+	// waits for the client anyway. What it leaves queued can still take
+	// in new events (see mergeLocked); what it took cannot.
+	nextBatchBytes = 64 << 10
+	// mergeMaxEvents and mergeMaxBytes bound a response that merges
+	// absorbed events into, so that merging never builds a message a
+	// client would refuse: etcd's own batches stop at 1000 revisions, and
+	// gRPC clients refuse 4 MiB by default.
+	mergeMaxEvents = 1000
+	mergeMaxBytes  = 1 << 20
 )
 
 // Stream is one client's set of watches: etcd's watch stream. Its
@@ -70,21 +81,41 @@ type Stream struct {
 	stagePass             uint64
 	stageFirst, stageLast int32
 	stageBytes            int
+	// The catch-up path's bookkeeping of the group pass
+	// (Hub.groupPasses) whose events it is handing to the stream: the
+	// newest response that carries them (see chargeShared).
+	shareGroup uint64
+	shareSeq   uint64
+
+	// pace is used by Next's caller only.
+	pace pacer
 
 	// mu guards the outbox.
-	mu      sync.Mutex
-	queue   outbox
-	bytes   int  // estimated size of the queued responses
-	behind  bool // the stream has lagging watchers (mirror of len(lagging) > 0)
-	closed  bool
-	wake    chan struct{}
-	pending int // events queued, for the pending-events gauge
+	mu     sync.Mutex
+	queue  outbox
+	bytes  int  // estimated size of the queued responses
+	behind bool // the stream has lagging watchers (mirror of len(lagging) > 0)
+	closed bool
+	wake   chan struct{}
+	// mergeFloor is the sequence number of the oldest queued response
+	// events may still be merged into: the one after the last control
+	// response.
+	mergeFloor uint64
+	pending    int // events queued, for the pending-events gauge
 }
 
+// queued is a response in a stream's outbox.
 type queued struct {
-	resp   Response
-	size   int
-	prevKV bool
+	resp Response
+	// size is what the response counts against the stream's budget.
+	size int
+	// payload estimates the encoded size of its events, which merges
+	// keep under mergeMaxBytes.
+	payload int
+	prevKV  bool
+	// owned: resp.Events is the response's own slice (made by a merge),
+	// which later merges may append to; otherwise it is shared.
+	owned bool
 }
 
 // NewStream opens a watch stream.
@@ -94,6 +125,7 @@ func (h *Hub) NewStream() *Stream {
 		watchers: make(map[int64]*watcher),
 		lagSlot:  -1,
 		wake:     make(chan struct{}, 1),
+		pace:     newPacer(h.responseRate, h.responseBurst),
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -136,7 +168,7 @@ func (s *Stream) Watch(req *pb.WatchCreateRequest) (int64, error) {
 	}
 	rev := h.pubRev.Load()
 	refuse := func(err error) (int64, error) {
-		s.push(Response{WatchID: InvalidWatchID, Revision: rev, Created: true, Canceled: true, CancelReason: err.Error()}, 0, false, true)
+		s.pushControl(Response{WatchID: InvalidWatchID, Revision: rev, Created: true, Canceled: true, CancelReason: err.Error()})
 		return InvalidWatchID, err
 	}
 	switch {
@@ -174,7 +206,7 @@ func (s *Stream) Watch(req *pb.WatchCreateRequest) (int64, error) {
 	g.watchers = append(g.watchers, w)
 	s.watchers[id] = w
 	h.metrics.watchers.Inc()
-	s.push(Response{WatchID: id, Revision: rev, Created: true}, 0, false, true)
+	s.pushControl(Response{WatchID: id, Revision: rev, Created: true})
 
 	if w.startRev == 0 || w.startRev > rev {
 		// From now, or from a future revision: only the fan-out's
@@ -205,7 +237,7 @@ func (s *Stream) Cancel(id int64) bool {
 		return false
 	}
 	h.removeLocked(w)
-	s.push(Response{WatchID: id, Revision: h.pubRev.Load(), Canceled: true}, 0, false, true)
+	s.pushControl(Response{WatchID: id, Revision: h.pubRev.Load(), Canceled: true})
 	return true
 }
 
@@ -259,30 +291,26 @@ func (s *Stream) Close() {
 	s.mu.Unlock()
 }
 
-// Next waits until responses are queued, then appends up to 64 of them to
-// dst in order and returns it. It fails with ErrClosed once the stream is
+// Next waits until responses are queued, then appends up to 64 of them
+// (and up to 64 KiB of events) to dst in order and returns it. Event
+// responses are paced (see pace.go). It fails with ErrClosed once the stream is
 // closed, or with ctx's error. Events of watchers that asked for prev_kv
 // are copied with the previous value filled in.
 func (s *Stream) Next(ctx context.Context, dst []Response) ([]Response, error) {
 	s.mu.Lock()
-	for s.queue.len() == 0 && !s.closed {
+	if err := s.awaitSendableLocked(ctx); err != nil {
 		s.mu.Unlock()
-		select {
-		case <-s.wake:
-		case <-ctx.Done():
-			return dst, ctx.Err()
-		}
-		s.mu.Lock()
-	}
-	if s.closed {
-		s.mu.Unlock()
-		return dst, ErrClosed
+		return dst, err
 	}
 	var withPrevKV []int
 	n := min(s.queue.len(), nextBatch)
-	events := 0
-	for range n {
+	events, payload := 0, 0
+	for i := 0; i < n && payload < nextBatchBytes; i++ {
+		if head := s.queue.at(s.queue.popped); len(head.resp.Events) > 0 && !s.pace.take() {
+			break // the rest waits for tokens, taking in new events
+		}
 		q := s.queue.pop(s.hub.blocks)
+		payload += q.payload
 		if q.prevKV && len(q.resp.Events) > 0 {
 			withPrevKV = append(withPrevKV, len(dst))
 		}
@@ -325,51 +353,142 @@ func (h *Hub) withPrevKV(evs []*mvccpb.Event) []*mvccpb.Event {
 	return out
 }
 
-// push queues a response of the given estimated size (0 for one without
-// events). Unless force is set it refuses (returns false) when the
-// stream's queue is at its budget; control responses are always queued. A
-// closed stream swallows everything.
-func (s *Stream) push(r Response, size int, prevKV, force bool) bool {
-	if size == 0 {
-		size = responseOverhead
-	}
+// pushControl queues a response without events (created, canceled,
+// progress). Control responses are always queued, whatever the budget. No
+// events are merged into a response queued before one: they would reach
+// the client ahead of it, and a progress notification (or a watcher's
+// creation) must never be followed by older events than those before it.
+// A closed stream swallows everything.
+func (s *Stream) pushControl(r Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return true
-	}
-	if !force && s.bytes >= s.hub.budget {
-		return false
+		return
 	}
 	if s.queue.len() == 0 {
 		signal(s.wake)
 	}
-	s.queue.push(queued{resp: r, size: size, prevKV: prevKV}, s.hub.blocks)
-	s.bytes += size
-	s.pending += len(r.Events)
-	s.hub.metrics.pendingEvents.Add(int64(len(r.Events)))
-	return true
+	s.queue.push(queued{resp: r, size: responseOverhead}, s.hub.blocks)
+	s.mergeFloor = s.queue.pushed
+	s.bytes += responseOverhead
 }
 
-// pushChain queues a chain of staged responses in one go.
+// pushEvents queues w's events, unless the stream's queue is at its
+// budget (it then reports false), and returns the sequence number of the
+// response that carries them. The caller holds Hub.mu, and charges the
+// events' payload with chargeShared.
+func (s *Stream) pushEvents(w *watcher, q queued) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, true
+	}
+	if s.bytes >= s.hub.budget {
+		return 0, false
+	}
+	return s.pushEventsLocked(w, q), true
+}
+
+// pushChain queues a chain of staged responses in one go, and charges
+// each group's events to the newest response that carries them. The
+// caller holds Hub.mu.
 func (s *Stream) pushChain(list []stagedResponse, first int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || first < 0 {
 		return
 	}
+	var (
+		group  uint64
+		shared int
+		newest uint64
+	)
+	for i := first; i >= 0; i = list[i].next {
+		r := &list[i]
+		if r.group != group {
+			s.chargeSharedLocked(newest, shared)
+			group, shared, newest = r.group, r.shared, 0
+		}
+		newest = max(newest, s.pushEventsLocked(r.w, r.q))
+	}
+	s.chargeSharedLocked(newest, shared)
+}
+
+// pushEventsLocked adds w's events to w's response still in the queue, if
+// it can take them (see mergeLocked), or queues a new response for them,
+// and returns the sequence number of the one that took them. A client that
+// reads slowly thus gets fewer, larger responses, and each watcher's
+// events wait only for the place its oldest unsent one has in the queue.
+// Called with Hub.mu and s.mu held.
+func (s *Stream) pushEventsLocked(w *watcher, q queued) uint64 {
+	events := len(q.resp.Events)
+	s.pending += events
+	s.hub.metrics.pendingEvents.Add(int64(events))
+	if s.mergeLocked(w, &q) {
+		return w.open - 1
+	}
 	if s.queue.len() == 0 {
 		signal(s.wake)
 	}
-	events := 0
-	for i := first; i >= 0; i = list[i].next {
-		q := list[i].q
-		s.queue.push(q, s.hub.blocks)
-		s.bytes += q.size
-		events += len(q.resp.Events)
+	seq := s.queue.push(q, s.hub.blocks)
+	w.open = seq + 1
+	s.bytes += q.size
+	return seq
+}
+
+// chargeShared counts n bytes of events shared by several of the stream's
+// responses against its budget, with the newest of them, sequence number
+// seq: the last to be taken, after which nothing in the queue holds the
+// events any more. The budget thus accounts for them exactly as long as
+// they are pinned, once however many responses share them.
+func (s *Stream) chargeShared(seq uint64, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chargeSharedLocked(seq, n)
+}
+
+func (s *Stream) chargeSharedLocked(seq uint64, n int) {
+	if n == 0 {
+		return
 	}
-	s.pending += events
-	s.hub.metrics.pendingEvents.Add(int64(events))
+	if q := s.queue.at(seq); q != nil {
+		q.size += n
+		s.bytes += n
+	}
+}
+
+// mergeLocked appends q's events to w's open response: the last events
+// response queued for w, if no control response was queued after it, it
+// has not been taken yet, and the merged response stays within
+// mergeMaxEvents and mergeMaxBytes. The events are in revision order
+// because every later event of w follows the ones already queued.
+func (s *Stream) mergeLocked(w *watcher, q *queued) bool {
+	if w.open == 0 || w.open-1 < s.mergeFloor {
+		return false
+	}
+	open := s.queue.at(w.open - 1)
+	if open == nil {
+		return false
+	}
+	n := len(open.resp.Events) + len(q.resp.Events)
+	if n > mergeMaxEvents || open.payload+q.payload > mergeMaxBytes {
+		return false
+	}
+	if !open.owned {
+		// Other watchers' responses share the slice: cap it, so that
+		// append copies it into one of this response's own, which
+		// later merges may then extend in place.
+		k := len(open.resp.Events)
+		open.resp.Events, open.owned = open.resp.Events[:k:k], true
+	}
+	open.resp.Events = append(open.resp.Events, q.resp.Events...)
+	open.resp.Revision = q.resp.Revision
+	open.payload += q.payload
+	// The merged events cost no response of their own.
+	grow := q.size - responseOverhead
+	open.size += grow
+	s.bytes += grow
+	return true
 }
 
 // queuedBytes is the estimated size of what the stream has queued.
@@ -396,16 +515,31 @@ func (s *Stream) setBehind(behind bool) {
 // Size estimates of what a queued response pins in memory.
 const (
 	responseOverhead = 96
+	pointerSize      = 8
 	eventOverhead    = 64
 )
 
-// responseSize estimates the memory a queued response with evs pins.
-func responseSize(evs []*mvccpb.Event) int {
-	n := responseOverhead + 8*len(evs)
+// eventsPayload estimates the memory evs's events pin (their copies and
+// key-values) and, as well, their encoded size.
+func eventsPayload(evs []*mvccpb.Event) int {
+	n := 0
 	for _, ev := range evs {
 		n += eventOverhead + len(ev.Kv.Key) + len(ev.Kv.Value)
 	}
 	return n
+}
+
+// eventsResponse builds the queue item of a response carrying evs (whose
+// payload is given) for w. It counts its own overhead and event pointers
+// against its stream's budget; the events themselves, shared by the
+// watchers of a group, are counted with chargeShared.
+func eventsResponse(w *watcher, rev int64, evs []*mvccpb.Event, payload int) queued {
+	return queued{
+		resp:    Response{WatchID: w.id, Revision: rev, Events: evs, Fragment: w.fragment},
+		size:    responseOverhead + pointerSize*len(evs),
+		payload: payload,
+		prevKV:  w.prevKV,
+	}
 }
 
 // jitteredInterval is the stream's progress period: the hub's plus up to a

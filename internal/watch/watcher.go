@@ -66,6 +66,10 @@ type watcher struct {
 	// quiet is etcd's progress bookkeeping: no event was queued for the
 	// watcher since the last periodic progress tick.
 	quiet bool
+	// open is 1 + the sequence number, in its stream's outbox, of the
+	// last events response queued for the watcher (0: none yet), which
+	// later events may be merged into while it waits (Stream.mergeLocked).
+	open uint64
 }
 
 // eventsFrom returns the suffix of evs (in revision order) at or above rev.
@@ -80,7 +84,7 @@ func eventsFrom(evs []*mvccpb.Event, rev int64) []*mvccpb.Event {
 // groupEvents is what one group matched in one pass over a run of events:
 // the events in revision order and, computed on first use and shared by
 // every watcher of the group with the same filter, the filtered variants
-// and the estimated size of each.
+// and the payload of each (see eventsPayload).
 //
 // The events are copies private to the group (their KeyValues are
 // shared): a queued response must pin only its own events, not the whole
@@ -92,9 +96,9 @@ type groupEvents struct {
 	vals     []mvccpb.Event  // the copies, once there are two events or more
 	evs      []*mvccpb.Event // pointers to the copies, made by seal
 	variants [filterNoPut | filterNoDelete + 1]struct {
-		done bool
-		evs  []*mvccpb.Event
-		size int
+		done    bool
+		evs     []*mvccpb.Event
+		payload int
 	}
 }
 
@@ -137,7 +141,7 @@ type singleEvent struct {
 }
 
 // forFilter returns the events a watcher with filter f keeps, and their
-// size estimate (see responseSize).
+// payload.
 func (m *groupEvents) forFilter(f eventFilter) ([]*mvccpb.Event, int) {
 	v := &m.variants[f]
 	if !v.done {
@@ -151,18 +155,25 @@ func (m *groupEvents) forFilter(f eventFilter) ([]*mvccpb.Event, int) {
 				}
 			}
 		}
-		v.size = responseSize(v.evs)
+		v.payload = eventsPayload(v.evs)
 	}
-	return v.evs, v.size
+	return v.evs, v.payload
 }
 
-// wanted returns the events of m a watcher wants, and their size: those
-// its filter keeps, at or above its minRev.
+// shared is the payload of all of m's events: what the group's watchers
+// share, counted once against each stream's budget.
+func (m *groupEvents) shared() int {
+	_, payload := m.forFilter(0)
+	return payload
+}
+
+// wanted returns the events of m a watcher wants, and their payload:
+// those its filter keeps, at or above its minRev.
 func (m *groupEvents) wanted(w *watcher) ([]*mvccpb.Event, int) {
-	evs, size := m.forFilter(w.filter)
+	evs, payload := m.forFilter(w.filter)
 	if len(evs) > 0 && evs[0].Kv.ModRevision < w.minRev {
 		evs = eventsFrom(evs, w.minRev)
-		size = responseSize(evs)
+		payload = eventsPayload(evs)
 	}
-	return evs, size
+	return evs, payload
 }

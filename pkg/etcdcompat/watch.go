@@ -107,19 +107,24 @@ func (ws *watchService) recvLoop(stream pb.Watch_WatchServer, s *watch.Stream) e
 
 // sendLoop sends the hub stream's responses in order.
 func (ws *watchService) sendLoop(ctx context.Context, stream pb.Watch_WatchServer, s *watch.Stream) error {
-	var batch []watch.Response
+	var (
+		batch []watch.Response
+		// Reused for every response: what gRPC is given is the encoded
+		// copy (see sendEncoded), never these.
+		resp   pb.WatchResponse
+		header pb.ResponseHeader
+	)
 	for {
 		var err error
 		if batch, err = s.Next(ctx, batch[:0]); err != nil {
 			return err
 		}
-		clusterID, memberID, term := ws.ids.ClusterID(), ws.ids.ID(), ws.ids.Term()
+		header = pb.ResponseHeader{ClusterId: ws.ids.ClusterID(), MemberId: ws.ids.ID(), RaftTerm: ws.ids.Term()}
 		for i := range batch {
 			r := &batch[i]
-			// A fresh message per send: gRPC stats handlers may read a
-			// message after Send returns.
-			resp := &pb.WatchResponse{
-				Header:          &pb.ResponseHeader{ClusterId: clusterID, MemberId: memberID, Revision: r.Revision, RaftTerm: term},
+			header.Revision = r.Revision
+			resp = pb.WatchResponse{
+				Header:          &header,
 				WatchId:         r.WatchID,
 				Created:         r.Created,
 				Canceled:        r.Canceled,
@@ -128,14 +133,15 @@ func (ws *watchService) sendLoop(ctx context.Context, stream pb.Watch_WatchServe
 				Events:          r.Events,
 			}
 			if r.Fragment {
-				err = sendFragments(resp, ws.fragmentBytes, stream.Send)
+				err = sendFragments(&resp, ws.fragmentBytes, func(m *pb.WatchResponse) error { return sendEncoded(stream, m) })
 			} else {
-				err = stream.Send(resp)
+				err = sendEncoded(stream, &resp)
 			}
 			if err != nil {
 				return err
 			}
 		}
+		resp = pb.WatchResponse{}
 		clear(batch) // let the events go
 	}
 }

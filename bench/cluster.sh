@@ -75,6 +75,8 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=bench/ports.sh
 source "$root/bench/ports.sh"
+# shellcheck source=bench/results.sh
+source "$root/bench/results.sh"
 
 client_port() { echo $((base_port[$1] + 2 * $2)); }
 peer_port() { echo $((base_port[$1] + 2 * $2 + 1)); }
@@ -132,15 +134,8 @@ run_workload() {
 	range-linearizable) args+=(range foo --total="$TOTAL" --consistency=l) ;;
 	range-serializable) args+=(range foo --total="$TOTAL" --consistency=s) ;;
 	esac
-	log "$target: $workload"
-	"$benchmark" "${args[@]}" >"$out" 2>"$work/$target.$workload.stderr" ||
-		die "benchmark $workload against $target failed; see $out"
-	if grep -q '^Error distribution' "$out"; then
-		log "$target $workload: some requests failed:"
-		sed -n '/^Error distribution/,$p' "$out" >&2
-	fi
-	rps[$target.$workload]="$(awk '/Requests\/sec:/ { printf "%.0f", $2 }' "$out")"
-	p99[$target.$workload]="$(awk '$1 == "99%" && $2 == "in" { printf "%.2f", $3 * 1000 }' "$out")"
+	run_benchmark "$target" "$workload" "$out" "${args[@]}"
+	record "$workload" "$target" "$out"
 }
 
 for target in $TARGETS; do
@@ -156,22 +151,4 @@ done
 
 echo
 echo "3 members; conns=$CONNS clients=$CLIENTS total=$TOTAL key-size=$KEY_SIZE val-size=$VAL_SIZE"
-both=""
-[[ " $TARGETS " == *" metastore "* && " $TARGETS " == *" etcd "* ]] && both=1
-printf '%-20s' workload
-for target in $TARGETS; do
-	printf '  %14s  %12s' "$target req/s" "p99 ms"
-done
-[[ -n "$both" ]] && printf '  %16s' "metastore/etcd"
-echo
-for workload in "${workloads[@]}"; do
-	printf '%-20s' "$workload"
-	for target in $TARGETS; do
-		printf '  %14s  %12s' "${rps[$target.$workload]:-?}" "${p99[$target.$workload]:-?}"
-	done
-	if [[ -n "$both" ]]; then
-		printf '  %16s' "$(awk -v m="${rps[metastore.$workload]:-0}" -v e="${rps[etcd.$workload]:-0}" \
-			'BEGIN { if (e > 0) printf "%.2fx", m / e; else print "?" }')"
-	fi
-	echo
-done
+print_table "${workloads[@]}"

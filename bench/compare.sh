@@ -77,12 +77,8 @@ name_prefix=bench
 # shellcheck source=bench/single-member.sh
 source "$root/bench/single-member.sh"
 trap cleanup EXIT
-# record ROW TARGET SUMMARY: req/s and p99 (ms) of one of the tool's
-# summaries (a file holding that summary first) into rps and p99.
-record() {
-	rps[$2.$1]="$(awk '/Requests\/sec:/ { printf "%.0f", $2; exit }' "$3")"
-	p99[$2.$1]="$(awk '$1 == "99%" && $2 == "in" { printf "%.2f", $3 * 1000; exit }' "$3")"
-}
+# shellcheck source=bench/results.sh
+source "$root/bench/results.sh"
 
 # run_workload TARGET WORKLOAD: runs the benchmark, records req/s and p99.
 run_workload() {
@@ -103,14 +99,7 @@ run_workload() {
 		--key-size="$KEY_SIZE" --put-total="$WATCH_BENCH_PUTS" --put-rate="$WATCH_BENCH_PUT_RATE") ;;
 	*) die "unknown workload '$workload'" ;;
 	esac
-	log "$target: $workload"
-	# The progress bar goes to stderr; keep it out of the terminal.
-	"$benchmark" "${args[@]}" >"$out" 2>"$work/$target.$workload.stderr" ||
-		die "benchmark $workload against $target failed; see $out"
-	if grep -q '^Error distribution' "$out"; then
-		log "$target $workload: some requests failed:"
-		sed -n '/^Error distribution/,$p' "$out" >&2
-	fi
+	run_benchmark "$target" "$workload" "$out" "${args[@]}"
 	case "$workload" in
 	# watch-latency prints a put summary, then the one that matters: the
 	# watch events summary (events/s delivered, put-to-event latency).
@@ -158,23 +147,4 @@ done
 
 echo
 echo "conns=$CONNS clients=$CLIENTS total=$TOTAL key-size=$KEY_SIZE val-size=$VAL_SIZE"
-# With both targets, the last column is MetaStore's throughput relative to etcd's.
-both=""
-[[ " $TARGETS " == *" metastore "* && " $TARGETS " == *" etcd "* ]] && both=1
-printf '%-20s' workload
-for target in $TARGETS; do
-	printf '  %14s  %12s' "$target req/s" "p99 ms"
-done
-[[ -n "$both" ]] && printf '  %16s' "metastore/etcd"
-echo
-for row in "${rows[@]}"; do
-	printf '%-20s' "$row"
-	for target in $TARGETS; do
-		printf '  %14s  %12s' "${rps[$target.$row]:-?}" "${p99[$target.$row]:-?}"
-	done
-	if [[ -n "$both" ]]; then
-		printf '  %16s' "$(awk -v m="${rps[metastore.$row]:-0}" -v e="${rps[etcd.$row]:-0}" \
-			'BEGIN { if (e > 0) printf "%.2fx", m / e; else print "?" }')"
-	fi
-	echo
-done
+print_table "${rows[@]}"

@@ -66,17 +66,14 @@ declare -A p99=()
 log() { echo "compare: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-for target in $TARGETS; do
-	[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want metastore and/or etcd)"
-	[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
-done
-[[ -x "$benchmark" && -x "$etcdctl" ]] || die "reference tools missing: run make tools"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-bench.XXXXXX")"
 name_prefix=bench
 # shellcheck source=bench/single-member.sh
 source "$root/bench/single-member.sh"
 trap cleanup EXIT
+check_targets
+[[ -x "$benchmark" ]] || die "reference benchmark tool missing: run make tools"
 # shellcheck source=bench/results.sh
 source "$root/bench/results.sh"
 

@@ -36,17 +36,13 @@ declare -A pid=()
 log() { echo "coordination: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-for target in $TARGETS; do
-	[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want metastore and/or etcd)"
-	[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
-done
-[[ -x "$etcdctl" ]] || die "reference etcdctl missing: run make tools"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-coordbench.XXXXXX")"
 name_prefix=coord
 # shellcheck source=bench/single-member.sh
 source "$root/bench/single-member.sh"
 trap cleanup EXIT
+check_targets
 args=()
 for target in $TARGETS; do
 	start_server "$target"

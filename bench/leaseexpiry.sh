@@ -53,17 +53,13 @@ declare -A client_port=() peer_port=() pid=()
 log() { echo "leaseexpiry: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-for target in $TARGETS; do
-	[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want metastore and/or etcd)"
-	[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
-done
-[[ -x "$etcdctl" ]] || die "reference etcdctl missing: run make tools"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-leaseexpiry.XXXXXX")"
 name_prefix=leaseexpiry
 # shellcheck source=bench/single-member.sh
 source "$root/bench/single-member.sh"
 trap cleanup EXIT
+check_targets
 
 # Build first so compilation is not mistaken for a slow server.
 (cd "$root" && "$GO" build -o "$work/leaseexpiry" ./bench/leaseexpiry)

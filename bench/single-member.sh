@@ -22,6 +22,17 @@ cleanup() {
 	fi
 }
 
+# check_targets: every target in TARGETS has a binary, and etcdctl is
+# there.
+check_targets() {
+	local target
+	for target in $TARGETS; do
+		[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want metastore and/or etcd)"
+		[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
+	done
+	[[ -x "$etcdctl" ]] || die "reference etcdctl missing: run make tools"
+}
+
 endpoint() { echo "127.0.0.1:${client_port[$1]}"; }
 
 # pick_ports TARGET: free client and peer ports for its server.

@@ -66,20 +66,16 @@ declare -A result=()
 log() { echo "watchmem: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-for target in $TARGETS; do
-	[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want metastore and/or etcd)"
-	[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
-done
 for mode in $MODES; do
 	[[ "$mode" == keys || "$mode" == prefixes ]] || die "unknown mode '$mode' (want keys and/or prefixes)"
 done
-[[ -x "$etcdctl" ]] || die "reference etcdctl missing: run make tools"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-watchmem.XXXXXX")"
 name_prefix=watchmem
 # shellcheck source=bench/single-member.sh
 source "$root/bench/single-member.sh"
 trap cleanup EXIT
+check_targets
 # Both servers take their flags from ETCD_* variables too.
 export ETCD_ENABLE_PPROF=true
 

@@ -26,6 +26,14 @@
 // healed and running again, and a final read of every key through every
 // member joins the history.
 //
+// Beside the clients, watchers follow the keys from revision 1, hopping
+// from member to member (each stream lasts a random 0.5-4 s, or until its
+// member dies) and asking for progress notifications every 300 ms; a
+// watcher resumes after the last event or progress notification it got.
+// At the end every member's full event history is read and compared, and
+// each watcher's record is held against it in etcd's robustness terms:
+// ordered, unique, atomic, bookmarkable, reliable and resumable (watch.go).
+//
 // The history is checked with github.com/anishathalye/porcupine against
 // a register per key (the model is partitioned by key). A violation
 // writes porcupine's HTML visualisation next to the test's log and fails.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/metastore-io/metastore/test/framework"
 )
@@ -56,6 +58,17 @@ func TestLinearizability(t *testing.T) {
 		}
 	}
 
+	names, endpoints := memberEndpoints(c)
+	var watchers []*watcher
+	for i := range watchersCount {
+		w, err := newWatcher(i, names, endpoints, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.close()
+		watchers = append(watchers, w)
+	}
+
 	runCtx, stopRun := context.WithTimeout(ctx, *duration)
 	defer stopRun()
 	nem := newNemesis(t, c, seed)
@@ -64,6 +77,9 @@ func TestLinearizability(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, cl := range clients {
 		wg.Go(func() { cl.run(runCtx) })
+	}
+	for _, w := range watchers {
+		wg.Go(func() { w.run(runCtx) })
 	}
 	wg.Wait()
 	if err := <-nemErr; err != nil {
@@ -84,6 +100,7 @@ func TestLinearizability(t *testing.T) {
 		t.Fatalf("cluster did not recover from the nemesis: %v", err)
 	}
 	finalReads(ctx, t, c, hist, seed, len(clients))
+	checkWatchers(ctx, t, c, watchers)
 
 	ops := hist.operations()
 	unknown := 0
@@ -127,5 +144,59 @@ func finalReads(ctx context.Context, t *testing.T, c *framework.Cluster, hist *h
 			}
 		}
 		cl.close()
+	}
+}
+
+func memberEndpoints(c *framework.Cluster) (names, endpoints []string) {
+	for _, m := range c.Members() {
+		names = append(names, m.Name())
+		endpoints = append(endpoints, m.Endpoint())
+	}
+	return names, endpoints
+}
+
+// checkWatchers reads the whole event history from every member, checks
+// that the members agree on it, and holds every watcher's record against
+// it (see watch.go).
+func checkWatchers(ctx context.Context, t *testing.T, c *framework.Cluster, watchers []*watcher) {
+	t.Helper()
+	cli := c.Member(0).NewClient(t)
+	resp, err := cli.Get(ctx, "/lin/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatalf("read the final revision: %v", err)
+	}
+	rev := resp.Header.Revision
+	var history []*mvccpb.Event
+	for i, m := range c.Members() {
+		h, err := fullHistory(ctx, m.Endpoint(), rev)
+		if err != nil {
+			t.Fatalf("read the event history from %s: %v", m.Name(), err)
+		}
+		if i == 0 {
+			history = h
+			continue
+		}
+		if len(h) != len(history) {
+			t.Fatalf("%s has %d events up to revision %d, %s has %d", m.Name(), len(h), rev, c.Member(0).Name(), len(history))
+		}
+		for j := range h {
+			if !sameEvent(h[j], history[j]) {
+				t.Fatalf("event %d: %s has %s, %s has %s", j, m.Name(), describe(h[j]), c.Member(0).Name(), describe(history[j]))
+			}
+		}
+	}
+	for _, w := range watchers {
+		events, progress := 0, 0
+		for _, r := range w.resps {
+			events += len(r.events)
+			if r.progress {
+				progress++
+			}
+		}
+		t.Logf("watcher %d: %d events, %d progress notifications, %d streams, up to revision %d of %d",
+			w.id, events, progress, w.resumes, w.next-1, rev)
+		for _, err := range checkWatcher(w, history) {
+			t.Error(err)
+		}
 	}
 }

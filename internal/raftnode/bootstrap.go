@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -18,20 +17,20 @@ import (
 // member), restores the state machine and raft's in-memory log from them,
 // and starts raft. It sets n.wal, n.snaps, n.raft and the apply state.
 func (n *Node) bootstrap() error {
-	snaps, err := snapfile.Open(filepath.Join(n.cfg.DataDir, "snap"), snapfile.Options{Logger: n.logger})
+	snaps, err := snapfile.Open(snapDir(n.cfg.DataDir), snapfile.Options{Logger: n.logger})
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}
 	n.snaps = snaps
-	walDir := filepath.Join(n.cfg.DataDir, "wal")
-	exists, err := wal.Exists(walDir)
+	dir := walDir(n.cfg.DataDir)
+	exists, err := wal.Exists(dir)
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}
 	if !exists {
-		return n.bootstrapNew(walDir)
+		return n.bootstrapNew(dir)
 	}
-	w, rec, err := wal.Open(walDir, n.walOptions())
+	w, rec, err := wal.Open(dir, n.walOptions())
 	if err != nil {
 		return fmt.Errorf("raftnode: open WAL: %w", err)
 	}
@@ -85,11 +84,11 @@ func (n *Node) raftConfig() *raft.Config {
 }
 
 // bootstrapNew creates the WAL of a member whose data dir is new.
-func (n *Node) bootstrapNew(walDir string) error {
+func (n *Node) bootstrapNew(dir string) error {
 	if err := n.checkPristine(); err != nil {
 		return err
 	}
-	w, err := wal.Create(walDir, wal.Metadata{MemberID: n.cfg.ID, ClusterID: n.cfg.ClusterID}, n.walOptions())
+	w, err := wal.Create(dir, wal.Metadata{MemberID: n.cfg.ID, ClusterID: n.cfg.ClusterID}, n.walOptions())
 	if err != nil {
 		return fmt.Errorf("raftnode: create WAL: %w", err)
 	}

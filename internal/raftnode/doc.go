@@ -11,6 +11,10 @@
 //	DataDir/wal/   the Raft log (package wal)
 //	DataDir/snap/  state machine snapshot files (package snapfile)
 //
+// No other package spells these names (files.go): ReadIdentity tells
+// whether a directory holds a log and whose it is, and Seed creates the
+// files of a member that starts from a restored snapshot.
+//
 // # Goroutines
 //
 // Three loops run per member, plus a short-lived snapshot writer:

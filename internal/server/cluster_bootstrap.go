@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -14,7 +13,7 @@ import (
 	"go.etcd.io/raft/v3"
 
 	"github.com/metastore-io/metastore/internal/membership"
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode"
 )
 
 // fetchMembersTimeout bounds asking one running peer for the member list
@@ -49,13 +48,12 @@ type identity struct {
 //     gives this member's ID (the one `member add` chose) and the cluster
 //     ID; raft starts empty and the leader sends it the state.
 func resolveIdentity(cfg Config, memberDir string, client *http.Client) (identity, error) {
-	walDir := filepath.Join(memberDir, "wal")
-	exists, err := wal.Exists(walDir)
+	recorded, exists, err := raftnode.ReadIdentity(memberDir, cfg.Logger)
 	if err != nil {
 		return identity{}, fmt.Errorf("server: %w", err)
 	}
 	if exists {
-		return restartIdentity(cfg, walDir)
+		return restartIdentity(cfg, memberDir, recorded)
 	}
 	if cfg.NewCluster {
 		return newClusterIdentity(cfg)
@@ -63,20 +61,16 @@ func resolveIdentity(cfg Config, memberDir string, client *http.Client) (identit
 	return joinIdentity(cfg, client)
 }
 
-func restartIdentity(cfg Config, walDir string) (identity, error) {
-	meta, err := readWALMetadata(walDir, cfg.Logger)
-	if err != nil {
-		return identity{}, err
-	}
+func restartIdentity(cfg Config, memberDir string, recorded raftnode.Identity) (identity, error) {
 	if cfg.NewCluster {
 		derived, err := newClusterIdentity(cfg)
 		if err != nil {
 			return identity{}, err
 		}
-		if derived.memberID != meta.MemberID || derived.clusterID != meta.ClusterID {
+		if derived.memberID != recorded.MemberID || derived.clusterID != recorded.ClusterID {
 			return identity{}, fmt.Errorf("data dir %s belongs to member %x of cluster %x, but --name=%s with this --initial-cluster and --initial-cluster-token is member %x of cluster %x: refusing to start "+
 				"(use the data dir of this member, remove it to start afresh, or pass --initial-cluster-state=existing for a member added with `member add`)",
-				filepath.Dir(filepath.Dir(walDir)), meta.MemberID, meta.ClusterID, cfg.Name, derived.memberID, derived.clusterID)
+				filepath.Dir(memberDir), recorded.MemberID, recorded.ClusterID, cfg.Name, derived.memberID, derived.clusterID)
 		}
 		// The peers are known from the flags already; the member list in
 		// the log confirms them once loaded.
@@ -84,20 +78,8 @@ func restartIdentity(cfg Config, walDir string) (identity, error) {
 		return derived, nil
 	}
 	cfg.Logger.Info("restarting from the data dir; --initial-cluster flags are ignored",
-		"member-id", fmt.Sprintf("%x", meta.MemberID), "cluster-id", fmt.Sprintf("%x", meta.ClusterID))
-	return identity{memberID: meta.MemberID, clusterID: meta.ClusterID, peers: map[uint64][]string{}}, nil
-}
-
-// readWALMetadata reads the member and cluster IDs a log was created for.
-func readWALMetadata(walDir string, logger *slog.Logger) (wal.Metadata, error) {
-	w, rec, err := wal.Open(walDir, wal.Options{Logger: logger})
-	if err != nil {
-		return wal.Metadata{}, fmt.Errorf("server: read member identity from %s: %w", walDir, err)
-	}
-	if err := w.Close(); err != nil {
-		return wal.Metadata{}, fmt.Errorf("server: close %s after reading the member identity: %w", walDir, err)
-	}
-	return rec.Metadata, nil
+		"member-id", fmt.Sprintf("%x", recorded.MemberID), "cluster-id", fmt.Sprintf("%x", recorded.ClusterID))
+	return identity{memberID: recorded.MemberID, clusterID: recorded.ClusterID, peers: map[uint64][]string{}}, nil
 }
 
 // newClusterIdentity derives the IDs from --initial-cluster as etcd does.

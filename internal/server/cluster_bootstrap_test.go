@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -8,9 +9,10 @@ import (
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/membership"
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode"
 )
 
 // A data dir created for one member is refused to another, with a message
@@ -18,14 +20,11 @@ import (
 func TestRestartIdentityRefusesForeignDataDir(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	memberDir := filepath.Join(cfg.DataDir, "member")
-	w, err := wal.Create(filepath.Join(memberDir, "wal"), wal.Metadata{MemberID: 0xabc, ClusterID: 0xdef}, wal.Options{})
-	if err != nil {
+	meta := raftpb.SnapshotMetadata{Index: 1, Term: 1, ConfState: raftpb.ConfState{Voters: []uint64{0xabc}}}
+	if err := raftnode.Seed(memberDir, raftnode.Identity{MemberID: 0xabc, ClusterID: 0xdef}, meta, emptyImage{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, err = resolveIdentity(cfg, memberDir, http.DefaultClient)
+	_, err := resolveIdentity(cfg, memberDir, http.DefaultClient)
 	if err == nil {
 		t.Fatal("a data dir of another member was accepted")
 	}
@@ -103,3 +102,9 @@ func FuzzDecodeMembers(f *testing.F) {
 		}
 	})
 }
+
+// emptyImage is a state machine image with nothing in it.
+type emptyImage struct{}
+
+func (emptyImage) WriteTo(io.Writer) (int64, error) { return 0, nil }
+func (emptyImage) Release()                         {}

@@ -42,7 +42,8 @@
 //     point-in-time image streamed from a store read view (package
 //     backup), and RestoreSnapshot, which turns such a file into the data
 //     dir of a member of a new cluster with the code a member runs
-//     (storage engine, MVCC store, member list, snapfile, WAL).
+//     (storage engine, MVCC store, member list), seeded into raftnode's files
+//     by raftnode.Seed.
 //
 // pkg/etcdcompat exposes all of this as etcd's gRPC services.
 package server

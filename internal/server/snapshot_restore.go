@@ -18,8 +18,7 @@ import (
 	"github.com/metastore-io/metastore/internal/fileutil"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
-	"github.com/metastore-io/metastore/internal/snapfile"
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode"
 )
 
 // restoredTerm is the raft term of the snapshot a restored data dir starts
@@ -55,9 +54,9 @@ type RestoreConfig struct {
 //
 // The data dir is built with the code a running member uses: the
 // records go into the storage engine, the MVCC store opens on it, the
-// member list is rewritten through package membership, and the result is
-// saved as a Raft snapshot file (package snapfile) that a WAL (package
-// wal) records as installed, as if a leader had sent it. On start the
+// member list is rewritten through package membership, and the result
+// seeds the member's Raft files (raftnode.Seed) as a snapshot recorded as
+// installed, as if a leader had sent it. On start the
 // member restarts from that snapshot. Everything is written under a
 // temporary name next to DataDir and renamed into place at the end, so
 // an interrupted restore leaves no data dir a member would start from.
@@ -213,35 +212,10 @@ func resetMembers(kv *kvstore.Store, who identity) error {
 }
 
 // saveRaftSnapshot makes the store's state the member's Raft snapshot at
-// meta: the engine is made durable, the snapshot file written (in the
-// engine's own image format), and a WAL created that records it as
-// installed, with the hard state committing it.
+// meta (raftnode.Seed): the snapshot file in the engine's own image
+// format, and a log that records it as installed.
 func saveRaftSnapshot(kv *kvstore.Store, memberDir string, meta raftpb.SnapshotMetadata, who identity, logger *slog.Logger) error {
 	view := kv.SnapshotView()
 	defer view.Release()
-	if p, ok := view.(interface {
-		PersistsInPlace() bool
-		Persist() error
-	}); ok && p.PersistsInPlace() {
-		if err := p.Persist(); err != nil {
-			return fmt.Errorf("make the storage engine durable: %w", err)
-		}
-	}
-	snaps, err := snapfile.Open(filepath.Join(memberDir, "snap"), snapfile.Options{Logger: logger})
-	if err != nil {
-		return err
-	}
-	if _, err := snaps.Save(meta, view); err != nil {
-		return fmt.Errorf("save raft snapshot: %w", err)
-	}
-	w, err := wal.Create(filepath.Join(memberDir, "wal"), wal.Metadata{MemberID: who.memberID, ClusterID: who.clusterID}, wal.Options{Logger: logger})
-	if err != nil {
-		return fmt.Errorf("create WAL: %w", err)
-	}
-	hs := raftpb.HardState{Term: meta.Term, Commit: meta.Index}
-	saveErr := w.SaveInstall(wal.Snapshot{Index: meta.Index, Term: meta.Term}, hs, nil)
-	if err := errors.Join(saveErr, w.Close()); err != nil {
-		return fmt.Errorf("write WAL: %w", err)
-	}
-	return nil
+	return raftnode.Seed(memberDir, raftnode.Identity{MemberID: who.memberID, ClusterID: who.clusterID}, meta, view, logger)
 }

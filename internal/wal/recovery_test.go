@@ -30,7 +30,7 @@ const metadataRecordSize = headerSize + metadataSize
 // bytes and the records it holds after the metadata head.
 func buildModelLog(t *testing.T) ([]byte, []writtenEvent) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	w := mustCreate(t, dir, Options{SyncFile: noSync})
 	var events []writtenEvent
 	off := int64(metadataRecordSize)
@@ -208,7 +208,7 @@ func TestTornTailIsLoggedWithFileAndOffset(t *testing.T) {
 // buildMultiSegmentLog writes enough to cut several segments.
 func buildMultiSegmentLog(t *testing.T) (string, []raftpb.Entry) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	opts := Options{SegmentSizeBytes: 300, SyncFile: noSync}
 	w := mustCreate(t, dir, opts)
 	all := ents(1, 40, 1)
@@ -338,7 +338,7 @@ func TestForeignMetadataRefusesToOpen(t *testing.T) {
 }
 
 func TestLeftoverTempSegmentIsRemoved(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	mustClose(t, mustCreate(t, dir, Options{SyncFile: noSync}))
 	tmp := filepath.Join(dir, segment{seq: 1, firstIndex: 5}.name()+tmpExt)
 	if err := os.WriteFile(tmp, []byte("half a segment"), 0o600); err != nil {

@@ -116,7 +116,7 @@ func indexes(es []raftpb.Entry) []string {
 }
 
 func TestCreateOpenRoundTrip(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	w := mustCreate(t, dir, Options{})
 	hs := raftpb.HardState{Term: 2, Vote: 1, Commit: 3}
 	mustSave(t, w, hs, ents(1, 5, 2))
@@ -137,7 +137,7 @@ func TestCreateOpenRoundTrip(t *testing.T) {
 }
 
 func TestCreateRefusesExistingLog(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	mustClose(t, mustCreate(t, dir, Options{}))
 	if _, err := Create(dir, testMeta, Options{}); err == nil {
 		t.Fatal("Create over an existing log succeeded")
@@ -157,7 +157,7 @@ func TestOpenMissingDirFails(t *testing.T) {
 }
 
 func TestSaveIsOneFsyncPerCall(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	var c syncCounter
 	w := mustCreate(t, dir, Options{SyncFile: c.sync})
 	defer mustClose(t, w)
@@ -193,7 +193,7 @@ func TestSaveIsOneFsyncPerCall(t *testing.T) {
 }
 
 func TestCommitOnlyHardStateSurvivesClose(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	w := mustCreate(t, dir, Options{})
 	mustSave(t, w, raftpb.HardState{Term: 1, Vote: 1}, ents(1, 3, 1))
 	mustSave(t, w, raftpb.HardState{Term: 1, Vote: 1, Commit: 3}, nil)
@@ -206,7 +206,7 @@ func TestCommitOnlyHardStateSurvivesClose(t *testing.T) {
 }
 
 func TestOverwriteTail(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	w := mustCreate(t, dir, Options{})
 	mustSave(t, w, raftpb.HardState{Term: 1}, ents(1, 5, 1))
 	// A new leader of term 2 truncates the follower's uncommitted 3..5.
@@ -225,7 +225,7 @@ func TestOverwriteTail(t *testing.T) {
 }
 
 func TestSaveRefusesGap(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	w := mustCreate(t, dir, Options{})
 	defer mustClose(t, w)
 	mustSave(t, w, raftpb.HardState{}, ents(1, 2, 1))
@@ -237,7 +237,7 @@ func TestSaveRefusesGap(t *testing.T) {
 }
 
 func TestSnapshotInstallResetsLog(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	w := mustCreate(t, dir, Options{})
 	mustSave(t, w, raftpb.HardState{Term: 1}, ents(1, 10, 1))
 	if err := w.SaveInstall(Snapshot{Index: 20, Term: 3}, raftpb.HardState{Term: 3, Commit: 20}, ents(21, 22, 3)); err != nil {
@@ -265,7 +265,7 @@ func TestSnapshotInstallResetsLog(t *testing.T) {
 }
 
 func TestInstallWithoutEntriesThenAppend(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	w := mustCreate(t, dir, Options{})
 	if err := w.SaveInstall(Snapshot{Index: 20, Term: 3}, raftpb.HardState{Term: 3, Commit: 20}, nil); err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestEntriesAfter(t *testing.T) {
 }
 
 func TestRotationAndRelease(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	opts := Options{SegmentSizeBytes: 512}
 	w := mustCreate(t, dir, opts)
 	for i := uint64(1); i <= 100; i++ {
@@ -361,7 +361,7 @@ func TestRotationAndRelease(t *testing.T) {
 }
 
 func TestClosedWALRefusesWrites(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	w := mustCreate(t, dir, Options{})
 	mustClose(t, w)
 	mustClose(t, w) // idempotent
@@ -371,7 +371,7 @@ func TestClosedWALRefusesWrites(t *testing.T) {
 }
 
 func TestFailedSyncPoisonsWAL(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "wal")
+	dir := filepath.Join(t.TempDir(), "log")
 	fail := false
 	w := mustCreate(t, dir, Options{SyncFile: func(f *os.File) error {
 		if fail {

@@ -1,0 +1,92 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/wal"
+)
+
+// The layout of a member directory (Config.DataDir) is known only to this
+// file: other packages ask ReadIdentity and Seed rather than open the
+// WAL or snapshot files themselves.
+const (
+	walDirName  = "wal"  // the Raft log (package wal)
+	snapDirName = "snap" // snapshot files (package snapfile)
+)
+
+func walDir(dataDir string) string  { return filepath.Join(dataDir, walDirName) }
+func snapDir(dataDir string) string { return filepath.Join(dataDir, snapDirName) }
+
+// Identity is the member and cluster a Raft log was created for; Start
+// refuses a data directory whose log belongs to another.
+type Identity struct {
+	MemberID, ClusterID uint64
+}
+
+// ReadIdentity reports whether dataDir (a Config.DataDir) holds a Raft
+// log and, if it does, the identity it was created for. A missing
+// directory holds none.
+func ReadIdentity(dataDir string, logger *slog.Logger) (id Identity, exists bool, err error) {
+	dir := walDir(dataDir)
+	exists, err = wal.Exists(dir)
+	if err != nil || !exists {
+		return Identity{}, false, err
+	}
+	w, rec, err := wal.Open(dir, wal.Options{Logger: logger})
+	if err != nil {
+		return Identity{}, true, fmt.Errorf("raftnode: read member identity from %s: %w", dir, err)
+	}
+	if err := w.Close(); err != nil {
+		return Identity{}, true, fmt.Errorf("raftnode: close %s after reading the member identity: %w", dir, err)
+	}
+	return Identity{MemberID: rec.Metadata.MemberID, ClusterID: rec.Metadata.ClusterID}, true, nil
+}
+
+// Seed creates the Raft files of a new member directory whose state
+// machine already holds the state after entry meta.Index (a restored
+// backup): the snapshot file with img's full image, and a log for id
+// that records that snapshot as installed, with a hard state that
+// commits it. Started on dataDir with the same identity, the member
+// restarts from the snapshot as if a leader had sent it. dataDir must not
+// hold a log yet. If img persists in place its engine is made durable
+// first, so the state machine holds what the snapshot describes.
+func Seed(dataDir string, id Identity, meta raftpb.SnapshotMetadata, img Image, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	exists, err := wal.Exists(walDir(dataDir))
+	if err != nil {
+		return fmt.Errorf("raftnode: seed: %w", err)
+	}
+	if exists {
+		return fmt.Errorf("raftnode: seed %s: it already holds a raft log", dataDir)
+	}
+	if p, ok := inPlace(img); ok {
+		if err := p.Persist(); err != nil {
+			return fmt.Errorf("raftnode: seed: make the storage engine durable: %w", err)
+		}
+	}
+	snaps, err := snapfile.Open(snapDir(dataDir), snapfile.Options{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("raftnode: seed: %w", err)
+	}
+	if _, err := snaps.Save(meta, img); err != nil {
+		return fmt.Errorf("raftnode: seed: save snapshot %d: %w", meta.Index, err)
+	}
+	w, err := wal.Create(walDir(dataDir), wal.Metadata{MemberID: id.MemberID, ClusterID: id.ClusterID}, wal.Options{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("raftnode: seed: create WAL: %w", err)
+	}
+	hs := raftpb.HardState{Term: meta.Term, Commit: meta.Index}
+	saveErr := w.SaveInstall(wal.Snapshot{Index: meta.Index, Term: meta.Term}, hs, nil)
+	if err := errors.Join(saveErr, w.Close()); err != nil {
+		return fmt.Errorf("raftnode: seed: write WAL: %w", err)
+	}
+	return nil
+}

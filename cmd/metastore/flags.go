@@ -42,6 +42,7 @@ type options struct {
 	gcHeadroomPercent        int
 	gcMinHeadroomBytes       uint64
 	rocksdb                  rocksdbFlags
+	ops                      opsFlags // flags_ops.go
 }
 
 // rocksdbFlags tune the RocksDB engine (--storage-engine=rocksdb); their
@@ -78,6 +79,8 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "Duration of periodic watch progress notifications.")
 	fs.BoolVar(&o.enablePprof, "enable-pprof", false, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\"")
 	fs.DurationVar(&o.watchProgressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Deprecated alias of --watch-progress-notify-interval (etcd 3.5 name).")
+
+	o.ops.register(fs)
 
 	gc := gcheadroom.DefaultConfig()
 	fs.IntVar(&o.gcHeadroomPercent, "gc-headroom-percent", gc.Percent, "Go garbage collector: heap headroom above the live heap, in percent of it (like GOGC), once that exceeds --gc-min-headroom-bytes. Ignored when the GOGC environment variable is set.")
@@ -210,6 +213,9 @@ func (o *options) validate() error {
 	case "json", "text":
 	default:
 		return fmt.Errorf("unknown --log-format %q: want json or text", o.logFormat)
+	}
+	if err := o.ops.validate(); err != nil {
+		return err
 	}
 	if err := o.gcHeadroom(nil).Validate(); err != nil {
 		return fmt.Errorf("--gc-headroom-percent: %w", err)

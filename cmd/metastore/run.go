@@ -99,7 +99,7 @@ func run(ctx context.Context, o *options) error {
 		listeners = append(listeners, l)
 	}
 
-	srv, err := server.New(server.Config{
+	cfg := server.Config{
 		Name:                        o.name,
 		DataDir:                     o.dataDir,
 		InitialCluster:              initial,
@@ -118,7 +118,9 @@ func run(ctx context.Context, o *options) error {
 		Backend:                     backend,
 		Logger:                      logger,
 		Metrics:                     registry,
-	})
+	}
+	o.ops.apply(&cfg)
+	srv, err := server.New(cfg)
 	if err != nil {
 		backend.Close()
 		return err

@@ -27,7 +27,13 @@
 //
 // and hands out others to subsystems that must commit atomically with
 // it, through PutAux / DeleteAux / AscendAux: BucketLease 'l',
-// BucketMembership 'c', BucketAuth 'a', BucketConfChangeVeto 'v'.
+// BucketMembership 'c', BucketAuth 'a', BucketConfChangeVeto 'v',
+// BucketAlarm 'A'.
+//
+// Size (and SizeInUse) are the engine's: for internal/memory the bytes of
+// every key and value it holds, in every bucket; for internal/rocksdb its
+// SST files plus memtables. The server's backend quota
+// (--quota-backend-bytes) is measured against Size.
 //
 // Worked example. Starting from an empty store,
 //

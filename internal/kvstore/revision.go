@@ -36,6 +36,10 @@ const (
 	// BucketConfChangeVeto records the membership changes the member
 	// list refused, by raft index (written by the server package).
 	BucketConfChangeVeto byte = 'v'
+	// BucketAlarm holds the active alarms (NOSPACE, CORRUPT), written by
+	// the server package in the batch of the entry that raised or
+	// cleared them, so they survive restarts and travel in snapshots.
+	BucketAlarm byte = 'A'
 )
 
 const (

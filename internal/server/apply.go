@@ -20,6 +20,9 @@ type applyResult struct {
 type pendingResult struct {
 	id  uint64
 	res applyResult
+	// afterAlarm holds the answer back until this member's NOSPACE alarm
+	// is raised, so the client that hit the quota sees the alarm (etcd).
+	afterAlarm bool
 }
 
 // applier is the state machine behind Raft (raftnode.StateMachine): it
@@ -40,6 +43,9 @@ type applier struct {
 	// membersChanged is set when the batch changed the member list; the
 	// transport's peers follow once the batch is committed.
 	membersChanged bool
+	// raiseNoSpace is set when an entry of the batch exceeded the quota
+	// and this member has no NOSPACE alarm yet (quota.go).
+	raiseNoSpace bool
 }
 
 func newApplier(s *Server) *applier { return &applier{s: s} }
@@ -83,11 +89,20 @@ func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
 		a.results = a.results[:0]
 		return
 	}
+	var held []pendingResult
 	for _, r := range a.results {
+		if r.afterAlarm && a.raiseNoSpace {
+			held = append(held, r)
+			continue
+		}
 		a.s.wait.Trigger(r.id, r.res)
 	}
 	clear(a.results)
 	a.results = a.results[:0]
+	if a.raiseNoSpace {
+		a.raiseNoSpace = false
+		go a.s.raiseNoSpaceThenAnswer(held)
+	}
 	if a.membersChanged {
 		a.membersChanged = false
 		a.s.syncPeers()
@@ -106,10 +121,27 @@ func (a *applier) applyNormal(e *raftpb.Entry) {
 		a.s.log.Error("skipping undecodable entry", "index", e.Index, "error", err)
 		return
 	}
-	res := a.dispatch(&req)
+	res, raise := a.applyRequest(&req)
+	a.raiseNoSpace = a.raiseNoSpace || raise
 	if req.Header != nil && req.Header.ID != 0 {
-		a.results = append(a.results, pendingResult{id: req.Header.ID, res: res})
+		a.results = append(a.results, pendingResult{id: req.Header.ID, res: res, afterAlarm: raise})
 	}
+}
+
+// applyRequest applies one request behind etcd's applier chain: the alarm
+// gates (corrupt, capped), then the request, then the quota check; raise
+// reports that the request exceeded the quota and this member must raise
+// its NOSPACE alarm.
+func (a *applier) applyRequest(req *pb.InternalRaftRequest) (res applyResult, raise bool) {
+	if err := a.alarmGate(req); err != nil {
+		return applyResult{err: err}, false
+	}
+	fits := true
+	if q := quotaRequest(req); q != nil {
+		fits = a.s.quota.available(quotaCost(q))
+	}
+	res = a.dispatch(req)
+	return res, a.noSpaceAfterApply(req, fits, &res)
 }
 
 func (a *applier) dispatch(req *pb.InternalRaftRequest) applyResult {
@@ -130,6 +162,8 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest) applyResult {
 		res.resp, res.err = a.s.leases.applyCheckpoint(kv, req.LeaseCheckpoint)
 	case req.Compaction != nil:
 		res.resp, res.err = kv.Compact(req.Compaction.Revision)
+	case req.Alarm != nil:
+		res.resp, res.err = a.applyAlarm(req.Alarm)
 	case req.ClusterMemberAttrSet != nil:
 		a.s.cluster.SetAttributes(kv, req.ClusterMemberAttrSet.Member_ID, req.ClusterMemberAttrSet.MemberAttributes)
 		res.resp = &membershippb.ClusterMemberAttrSetRequest{}
@@ -155,6 +189,10 @@ func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
 	if err := a.s.cluster.Load(a.s.kv); err != nil {
 		return fmt.Errorf("reload member list from snapshot at index %d: %w", meta.Index, err)
 	}
+	if err := a.s.alarms.load(a.s.kv); err != nil {
+		return fmt.Errorf("reload alarms from snapshot at index %d: %w", meta.Index, err)
+	}
+	a.s.metrics.alarmsChanged(a.s.alarms.get(pb.AlarmType_NONE))
 	a.s.syncPeers()
 	return nil
 }

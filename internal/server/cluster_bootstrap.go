@@ -36,11 +36,11 @@ type identity struct {
 
 // resolveIdentity decides this member's identity, as etcd's bootstrap does:
 //
-//   - a data dir with a log: the IDs recorded in it. With
-//     --initial-cluster-state=new they must also be the IDs the flags
-//     derive, otherwise the data dir belongs to another member or cluster
-//     and the member refuses to start. With =existing (members added at
-//     runtime have IDs no flag derives) the log is trusted, as etcd does.
+//   - a data dir with a log: the IDs recorded in it, whatever
+//     --initial-cluster, --initial-cluster-token and
+//     --initial-cluster-state say (etcd's bootstrapClusterWithWAL ignores
+//     them too, and does not check --name either: a renamed member
+//     publishes its new name).
 //   - a fresh data dir, new cluster: IDs derived from --initial-cluster and
 //     the token; raft bootstraps with every initial member.
 //   - a fresh data dir, existing cluster: the member list is fetched from
@@ -62,24 +62,21 @@ func resolveIdentity(cfg Config, memberDir string, client *http.Client) (identit
 }
 
 func restartIdentity(cfg Config, memberDir string, recorded raftnode.Identity) (identity, error) {
+	id := identity{memberID: recorded.MemberID, clusterID: recorded.ClusterID, peers: map[uint64][]string{}}
+	// The flags may still describe this very cluster: then they name the
+	// other members' peer URLs before the member list is loaded. Anything
+	// else in them (another token, members added or removed since) is
+	// ignored, as etcd ignores them once a WAL exists.
 	if cfg.NewCluster {
-		derived, err := newClusterIdentity(cfg)
-		if err != nil {
-			return identity{}, err
+		if derived, err := newClusterIdentity(cfg); err == nil &&
+			derived.memberID == recorded.MemberID && derived.clusterID == recorded.ClusterID {
+			id.peers = derived.peers
 		}
-		if derived.memberID != recorded.MemberID || derived.clusterID != recorded.ClusterID {
-			return identity{}, fmt.Errorf("data dir %s belongs to member %x of cluster %x, but --name=%s with this --initial-cluster and --initial-cluster-token is member %x of cluster %x: refusing to start "+
-				"(use the data dir of this member, remove it to start afresh, or pass --initial-cluster-state=existing for a member added with `member add`)",
-				filepath.Dir(memberDir), recorded.MemberID, recorded.ClusterID, cfg.Name, derived.memberID, derived.clusterID)
-		}
-		// The peers are known from the flags already; the member list in
-		// the log confirms them once loaded.
-		derived.bootstrap = nil
-		return derived, nil
 	}
-	cfg.Logger.Info("restarting from the data dir; --initial-cluster flags are ignored",
-		"member-id", fmt.Sprintf("%x", recorded.MemberID), "cluster-id", fmt.Sprintf("%x", recorded.ClusterID))
-	return identity{memberID: recorded.MemberID, clusterID: recorded.ClusterID, peers: map[uint64][]string{}}, nil
+	cfg.Logger.Info("restarting local member from the existing data dir; --initial-cluster, --initial-cluster-token and --initial-cluster-state are ignored",
+		"data-dir", filepath.Dir(memberDir), "local-member-id", fmt.Sprintf("%x", recorded.MemberID), "cluster-id", fmt.Sprintf("%x", recorded.ClusterID),
+		"initial-cluster-token", cfg.InitialClusterToken, "initial-cluster-state-new", cfg.NewCluster)
+	return id, nil
 }
 
 // newClusterIdentity derives the IDs from --initial-cluster as etcd does.

@@ -30,6 +30,9 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 
 // Put writes a key through Raft.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := s.checkQuota(ctx, r); err != nil {
+		return nil, err
+	}
 	res, err := s.propose(ctx, &pb.InternalRaftRequest{Put: r})
 	if err != nil {
 		return nil, err
@@ -57,6 +60,9 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 			}
 		}
 		return s.kv.ReadTxn(r)
+	}
+	if err := s.checkQuota(ctx, r); err != nil {
+		return nil, err
 	}
 	res, err := s.propose(ctx, &pb.InternalRaftRequest{Txn: r})
 	if err != nil {

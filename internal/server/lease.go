@@ -173,6 +173,9 @@ func (ml *memberLeases) applyCheckpoint(kv *kvstore.Store, r *pb.LeaseCheckpoint
 // the client leaves the ID to the server, a unique positive ID is chosen
 // here, before proposing, so that every member applies the same grant.
 func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	if err := s.checkQuota(ctx, r); err != nil {
+		return nil, err
+	}
 	ttl, err := s.leases.lessor.NormalizeTTL(r.TTL)
 	if err != nil {
 		return nil, err

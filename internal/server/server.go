@@ -54,6 +54,10 @@ type Config struct {
 	// etcd's default of 1.
 	MaxLearners int
 
+	// QuotaBackendBytes is --quota-backend-bytes: 0 etcd's default of
+	// 2 GiB, negative no quota (quota.go).
+	QuotaBackendBytes int64
+
 	// Backend is the storage engine, opened by the caller; the server owns
 	// it from here on and closes it on Stop.
 	Backend kvstore.Backend
@@ -79,6 +83,10 @@ type Server struct {
 	transport *transport.Transport
 	peers     *peerSet
 	learner   atomic.Bool // this member is a learner (as of the last change)
+
+	alarms  *alarmStore  // active alarms, replicated (alarm.go)
+	quota   backendQuota // --quota-backend-bytes
+	metrics *opsMetrics  // quota and alarm series
 
 	wait       *waitRegistry
 	reqIDs     *requestIDs
@@ -143,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 		done:       make(chan struct{}),
 		transport:  tr,
 		peers:      newPeerSet(memberID),
+		alarms:     newAlarmStore(),
 	}
 	started := false
 	defer func() {
@@ -167,6 +176,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: open store: %w", err)
 	}
 	s.kv = kv
+	s.quota = newBackendQuota(cfg.QuotaBackendBytes, kv.Size, cfg.Logger)
+	s.metrics = newOpsMetrics(cfg.Metrics, cfg.Logger)
+	s.metrics.quotaBytes.Set(float64(s.quota.limit))
+	if err := s.alarms.load(kv); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.metrics.alarmsChanged(s.alarms.get(pb.AlarmType_NONE))
 	hub, err := watch.NewHub(kv, watch.Options{
 		Logger:                 cfg.Logger.With("component", "watch"),
 		Metrics:                cfg.Metrics,
@@ -377,6 +393,9 @@ type Status struct {
 	DBSize      int64
 	DBSizeInUse int64
 	IsLearner   bool
+	// QuotaBytes is the backend quota in force (etcd reports its default
+	// when the flag is 0, and the negative value when disabled).
+	QuotaBytes int64
 }
 
 // Status reports Raft and storage figures.
@@ -386,6 +405,7 @@ func (s *Server) Status() Status {
 		DBSize:      s.kv.Size(),
 		DBSizeInUse: s.kv.SizeInUse(),
 		IsLearner:   s.cluster.IsLearner(s.id),
+		QuotaBytes:  s.quota.limit,
 	}
 }
 

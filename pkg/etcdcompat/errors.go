@@ -31,6 +31,8 @@ var grpcErrors = map[error]error{
 	server.ErrRequestTooLarge:    rpctypes.ErrGRPCRequestTooLarge,
 	server.ErrTooManyRequests:    rpctypes.ErrTooManyRequests,
 	server.ErrLeaderChanged:      rpctypes.ErrGRPCLeaderChanged,
+	server.ErrNoSpace:            rpctypes.ErrGRPCNoSpace,
+	server.ErrCorrupt:            rpctypes.ErrGRPCCorrupt,
 }
 
 // toGRPCError converts an error from the store or the server into the

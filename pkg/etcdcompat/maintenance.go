@@ -25,21 +25,34 @@ func (m *maintenanceService) Status(ctx context.Context, _ *pb.StatusRequest) (*
 		DbSize:           st.DBSize,
 		DbSizeInUse:      st.DBSizeInUse,
 		IsLearner:        st.IsLearner,
-		DbSizeQuota:      defaultQuotaBytes,
+		DbSizeQuota:      st.QuotaBytes,
 		StorageVersion:   StorageVersion,
 		DowngradeInfo:    &pb.DowngradeInfo{},
 	}
 	if st.Leader == 0 {
 		resp.Errors = append(resp.Errors, "etcdserver: no leader")
 	}
+	// Each active alarm as etcd writes it: the AlarmMember's text form,
+	// "memberID:1234 alarm:NOSPACE ".
+	for _, a := range m.srv.Alarms() {
+		resp.Errors = append(resp.Errors, a.String())
+	}
 	return resp, nil
 }
 
-// AlarmList / Alarm(GET): MetaStore raises no alarms (it has no backend
-// quota to exhaust and corruption stops the member instead), so the list is
-// always empty, as on a healthy etcd member.
+// Alarm lists, raises or clears alarms through Raft (NOSPACE when the
+// backend quota is exceeded, CORRUPT when the corruption checks find a
+// diverged member); the response carries a header as etcd's does.
 func (m *maintenanceService) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	return &pb.AlarmResponse{Header: m.hdr.header()}, nil
+	resp, err := m.srv.Alarm(ctx, r)
+	if err != nil {
+		return nil, toGRPCError(err)
+	}
+	if resp.Header == nil {
+		resp.Header = &pb.ResponseHeader{}
+	}
+	m.hdr.fill(resp.Header)
+	return resp, nil
 }
 
 func (m *maintenanceService) Hash(ctx context.Context, _ *pb.HashRequest) (*pb.HashResponse, error) {

@@ -32,6 +32,10 @@ type Member interface {
 	// the file `etcdctl snapshot save` writes.
 	Snapshot(ctx context.Context) (server.SnapshotImage, error)
 	Status() server.Status
+	// Alarm serves Maintenance.Alarm through Raft; Alarms lists the
+	// active alarms as this member applied them.
+	Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error)
+	Alarms() []*pb.AlarmMember
 	Members() []*membershippb.Member
 
 	ID() uint64

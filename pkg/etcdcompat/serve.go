@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sync"
 	"time"
 
@@ -230,9 +231,23 @@ type healthReport struct {
 	Reason string `json:"reason"`
 }
 
-// check runs etcd's health checks: a leader exists (unless serializable)
-// and a one-key read succeeds within the request timeout.
-func (s *ClientServer) check(ctx context.Context, serializable bool) healthReport {
+// check runs etcd's health checks in etcd's order: no active alarm other
+// than the excluded ones (?exclude=NOSPACE), a leader exists (unless
+// serializable), and a one-key read succeeds within the request timeout.
+func (s *ClientServer) check(ctx context.Context, serializable bool, excluded []string) healthReport {
+	for _, a := range s.cfg.Member.Alarms() {
+		if slices.Contains(excluded, a.Alarm.String()) {
+			continue
+		}
+		switch a.Alarm {
+		case pb.AlarmType_NOSPACE:
+			return healthReport{Health: "false", Reason: "ALARM NOSPACE"}
+		case pb.AlarmType_CORRUPT:
+			return healthReport{Health: "false", Reason: "ALARM CORRUPT"}
+		default:
+			return healthReport{Health: "false", Reason: "ALARM UNKNOWN"}
+		}
+	}
 	if !serializable && s.cfg.Member.Status().Leader == 0 {
 		return healthReport{Health: "false", Reason: "RAFT NO LEADER"}
 	}
@@ -250,7 +265,7 @@ func (s *ClientServer) serveHealth(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	h := s.check(r.Context(), r.URL.Query().Get("serializable") == "true")
+	h := s.check(r.Context(), r.URL.Query().Get("serializable") == "true", r.URL.Query()["exclude"])
 	body, _ := json.Marshal(h)
 	if h.Health != "true" {
 		http.Error(w, string(body), http.StatusServiceUnavailable)
@@ -264,7 +279,13 @@ func (s *ClientServer) serveHealth(w http.ResponseWriter, r *http.Request) {
 // read) with etcd's "ok" / "not ok" bodies.
 func (s *ClientServer) serveProbe(serializable bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		h := s.check(r.Context(), serializable)
+		// /livez ignores alarms; /readyz fails on CORRUPT only (etcd's
+		// data_corruption check).
+		excluded := []string{pb.AlarmType_NOSPACE.String(), pb.AlarmType_CORRUPT.String()}
+		if !serializable {
+			excluded = excluded[:1]
+		}
+		h := s.check(r.Context(), serializable, excluded)
 		if h.Health != "true" {
 			http.Error(w, "not ok", http.StatusServiceUnavailable)
 			return

@@ -10,7 +10,4 @@ const (
 	EtcdClusterVersion = "3.6.0"
 	// StorageVersion is reported as Status.storageVersion.
 	StorageVersion = "3.6.0"
-	// defaultQuotaBytes is etcd's default backend quota, reported as
-	// Status.dbSizeQuota.
-	defaultQuotaBytes = 2 * 1024 * 1024 * 1024
 )

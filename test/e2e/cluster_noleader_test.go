@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,49 +153,5 @@ func TestClusterNoLeader(t *testing.T) {
 	defer cancel()
 	if _, err := cli.Get(rctx, "/noleader/before"); err == nil {
 		t.Fatal("a member without a leader served a linearizable read")
-	}
-}
-
-// TestClusterRefusesForeignDataDir starts a member on the data dir of
-// another member of its cluster: it refuses to start, naming the data dir
-// and both identities, and the data dir stays usable by its owner. etcd
-// restarts from any data dir (its peers refuse it later), so this is
-// MetaStore's behaviour only.
-func TestClusterRefusesForeignDataDir(t *testing.T) {
-	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
-	if c.Target() != framework.TargetMetaStore {
-		t.Skip("etcd does not check a data dir against its flags")
-	}
-	ctx := testContext(t, clusterTestTimeout)
-	m0, m1 := c.Member(0), c.Member(1)
-	if _, err := m1.Stop(stopTimeout); err != nil {
-		t.Fatal(err)
-	}
-	// m1's command line and ports, but m0's name and peer URL.
-	var args []string
-	for _, a := range m1.Args() {
-		switch {
-		case strings.HasPrefix(a, "--name="):
-			a = "--name=" + m0.Name()
-		case strings.HasPrefix(a, "--initial-advertise-peer-urls="):
-			a = "--initial-advertise-peer-urls=" + m0.PeerURL()
-		}
-		args = append(args, a)
-	}
-	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(runCtx, c.Target().BinaryPath(c.RepoRoot()), args...).CombinedOutput()
-	if err == nil {
-		t.Fatalf("a member started on another member's data dir:\n%s", out)
-	}
-	if runCtx.Err() != nil {
-		t.Fatalf("refusing a foreign data dir did not end the process: %v", runCtx.Err())
-	}
-	msg := string(out)
-	if !strings.Contains(msg, "belongs to member") || !strings.Contains(msg, m1.DataDir()) {
-		t.Fatalf("refusal does not name the data dir and its member:\n%s", msg)
-	}
-	if err := m1.Restart(ctx); err != nil {
-		t.Fatalf("the data dir's own member cannot restart after the refusal: %v", err)
 	}
 }

@@ -114,7 +114,19 @@ func (m *Member) DataDir() string { return m.dataDir }
 func (m *Member) LogPath() string { return m.logPath }
 
 // Args is the command line the member is started with (without the binary).
-func (m *Member) Args() []string { return append([]string(nil), m.args...) }
+func (m *Member) Args() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.args...)
+}
+
+// SetArgs replaces the command line of the member's next Start, for tests
+// that restart a member with changed flags (its data dir stays).
+func (m *Member) SetArgs(args []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.args = append([]string(nil), args...)
+}
 
 // Start launches the server process without waiting for it to be ready.
 func (m *Member) Start() error {

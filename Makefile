@@ -28,7 +28,7 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long bench bench-cluster lint clean
+.PHONY: help deps build tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-linearizability-rocksdb fuzz bench bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
@@ -39,7 +39,9 @@ help:
 	@echo "make test-unit      unit tests with -race (everything but ./test/...)"
 	@echo "make test-e2e       e2e suite against E2E_TARGET (default metastore)"
 	@echo "make test-e2e-etcd  e2e suite against the reference etcd (validates the tests)"
-	@echo "make test-linearizability-long  10-minute linearizability check under kill/pause/partition faults"
+	@echo "make test-linearizability-long  10-minute linearizability and watch check under kill/pause/partition faults"
+	@echo "                    (LIN_ENGINE=rocksdb for the RocksDB engine)"
+	@echo "make fuzz           every Go fuzz target for FUZZTIME each (default 30s)"
 	@echo "make bench          Go benchmarks of ./internal/..., then bench/compare.sh (MetaStore vs etcd)"
 	@echo "make bench-cluster  bench/cluster.sh: 3-member MetaStore vs 3-member etcd"
 	@echo "make lint           go vet and staticcheck $(STATICCHECK_VERSION)"
@@ -78,6 +80,7 @@ test: deps build tools
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory test-e2e-rocksdb
+	@$(MAKE) --no-print-directory test-linearizability-rocksdb
 
 test-unit:
 	pkgs="$$($(GO) list ./... | { grep -v '/test/' || true; })"; \
@@ -95,11 +98,21 @@ test-e2e-rocksdb:
 test-e2e-etcd: tools
 	E2E_TARGET=etcd $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 
-# make test runs the linearizability check for 60 s (part of ./test/...);
-# this runs it for 10 minutes, against E2E_TARGET.
+# make test runs the linearizability and watch check for 60 s on the
+# memory engine (part of ./test/...) and for 30 s on RocksDB; this runs it
+# for 10 minutes, against E2E_TARGET, on LIN_ENGINE (memory or rocksdb).
 LIN_DURATION ?= 10m
+LIN_ENGINE ?= memory
+LIN_FLAGS = $(if $(filter rocksdb,$(LIN_ENGINE)),--storage-engine=rocksdb,)
 test-linearizability-long: build tools
-	E2E_TARGET=$(E2E_TARGET) $(GO) test -count=1 -timeout 30m -run TestLinearizability -v ./test/linearizability/ -args -lin.duration=$(LIN_DURATION)
+	E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(LIN_FLAGS) $(GO) test -count=1 -timeout 30m -run TestLinearizability -v ./test/linearizability/ -args -lin.duration=$(LIN_DURATION)
+
+test-linearizability-rocksdb:
+	E2E_TARGET=metastore E2E_EXTRA_FLAGS=--storage-engine=rocksdb $(GO) test -count=1 -timeout 10m -run TestLinearizability ./test/linearizability/ -args -lin.duration=30s
+
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 bench: build tools
 	$(GO) test -run '^$$' -bench . ./internal/...

@@ -142,12 +142,13 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	clients, err := etcdcompat.NewClientServer(etcdcompat.Config{
-		Member:          srv,
-		MaxRequestBytes: o.maxRequestBytes,
-		MaxTxnOps:       o.maxTxnOps,
-		Logger:          logger,
-		Metrics:         registry,
-		EnablePprof:     o.pprofEnabled(),
+		Member:            srv,
+		MaxRequestBytes:   o.maxRequestBytes,
+		MaxTxnOps:         o.maxTxnOps,
+		Logger:            logger,
+		Metrics:           registry,
+		MetricsRegisterer: registry,
+		EnablePprof:       o.pprofEnabled(),
 	})
 	if err != nil {
 		srv.Stop()

@@ -26,6 +26,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/metastore-io/metastore/internal/lockservice"
+	"github.com/metastore-io/metastore/pkg/lockapi"
 )
 
 // grpcOverheadBytes is the headroom etcd adds to --max-request-bytes for the
@@ -45,6 +48,9 @@ type Config struct {
 	// --enable-pprof). Off by default: a CPU profile or trace costs the
 	// server CPU and anyone who can reach the client port can start one.
 	EnablePprof bool
+	// MetricsRegisterer receives the collectors of services living here
+	// (the HTTP lock service); nil leaves them unregistered.
+	MetricsRegisterer prometheus.Registerer
 }
 
 // ClientServer serves etcd's client protocol (gRPC, JSON gateway, HTTP
@@ -54,7 +60,8 @@ type ClientServer struct {
 	log    *slog.Logger
 	grpc   *grpc.Server
 	health *health.Server
-	coord  *coordination // etcd's v3lock and v3election services
+	coord  *coordination        // etcd's v3lock and v3election services
+	locks  *lockservice.Service // MetaStore's HTTP lock service, on coord's client
 
 	mu      sync.Mutex
 	closers []func()
@@ -90,7 +97,12 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	coord.serve(gs)
-	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord}, nil
+	locks, err := lockservice.New(lockservice.Config{Client: coord.client, Logger: cfg.Logger, Registerer: cfg.MetricsRegisterer})
+	if err != nil {
+		coord.close()
+		return nil, fmt.Errorf("lock service: %w", err)
+	}
+	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord, locks: locks}, nil
 }
 
 // Serve accepts clients on l until Stop: gRPC over HTTP/2, and the JSON
@@ -130,6 +142,9 @@ func (s *ClientServer) Serve(l net.Listener) error {
 
 // Stop drains in-flight RPCs (bounded by ctx), then closes every listener.
 func (s *ClientServer) Stop(ctx context.Context) {
+	// The lock service's streams hold locks through the in-process client:
+	// end them (revoking their leases) while the client still works.
+	s.locks.Close(ctx)
 	// The lock and election services hold streams of an in-process client;
 	// close it first or GracefulStop would wait for them.
 	s.coord.close()
@@ -193,6 +208,7 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"etcdserver": EtcdServerVersion, "etcdcluster": EtcdClusterVersion})
 	})
+	mux.Handle(lockapi.PathPrefix, s.locks)
 	mux.HandleFunc("/health", s.serveHealth)
 	mux.HandleFunc("/livez", s.serveProbe(true))
 	mux.HandleFunc("/readyz", s.serveProbe(false))

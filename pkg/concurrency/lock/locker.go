@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/metastore-io/metastore/pkg/concurrency/internal/queue"
+	"github.com/metastore-io/metastore/internal/queue"
 )
 
 // The errors of this package.

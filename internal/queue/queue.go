@@ -103,3 +103,47 @@ func awaitDelete(ctx context.Context, client *clientv3.Client, key string, rev i
 	}
 	return ErrWatchLost
 }
+
+// Place is a participant's standing after Claim.
+type Place struct {
+	// Rev is the create revision of the participant's key.
+	Rev int64
+	// Ahead is how many participants are in line before it (0: the head).
+	Ahead int
+	// HeadKey and HeadRev name the head of the queue.
+	HeadKey string
+	HeadRev int64
+	// Header is the header of the Claim transaction.
+	Header *pb.ResponseHeader
+}
+
+// Claim is Join for a participant that may ask again under a new lease: it
+// creates key (under prefix, attached to lease, holding val), or, when the
+// key already exists, attaches it to lease while keeping its create
+// revision, that is its place in line. It reports where the participant
+// stands, all in one transaction.
+func Claim(ctx context.Context, client *clientv3.Client, prefix, key, val string, lease clientv3.LeaseID) (Place, error) {
+	resp, err := client.Txn(ctx).Then(
+		clientv3.OpPut(key, val, clientv3.WithLease(lease)),
+		clientv3.OpGet(key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+	).Commit()
+	if err != nil {
+		return Place{}, err
+	}
+	own := resp.Responses[1].GetResponseRange().Kvs
+	if len(own) == 0 {
+		return Place{}, errors.New("queue: claimed key missing from its own transaction")
+	}
+	p := Place{Rev: own[0].CreateRevision, Header: resp.Header}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		if p.HeadKey == "" {
+			p.HeadKey, p.HeadRev = string(kv.Key), kv.CreateRevision
+		}
+		if kv.CreateRevision < p.Rev {
+			p.Ahead++
+		}
+	}
+	return p, nil
+}

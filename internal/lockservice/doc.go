@@ -1,0 +1,56 @@
+// Package lockservice is MetaStore's HTTP lock service for clients that
+// speak plain HTTP (the lock-server design in shared/design): one FIFO queue
+// per Type:ResourceID, /lock answering acquired, queued or an error, /unlock
+// carrying the outcome of the critical section, 403 for a caller that does
+// not hold the lock, and a lock released, or a waiter dropped, when its
+// client's connection breaks. The wire protocol is pkg/lockapi; the Go
+// client is pkg/lockclient.
+//
+// # Safety from MetaStore's own machinery
+//
+// The service keeps no lock state in memory. A queue is a key prefix and
+// every contender owns one key under it, exactly the layout of etcd's mutex
+// (internal/queue): the key with the smallest create revision holds the
+// lock. For Type "pull", ResourceID "sha256:ab" and three nodes:
+//
+//	/metastore/lockservice/pull:sha256:ab/node-1   create revision 41   holder, token 41
+//	/metastore/lockservice/pull:sha256:ab/node-7   create revision 44   queued, position 1
+//	/metastore/lockservice/pull:sha256:ab/node-3   create revision 52   queued, position 2
+//
+// (each part path-escaped, so a "/" in a name cannot reach another queue).
+// The keys go through Raft like any write, so a lock and its queue survive
+// a leader change and every member serves the same queue: a client may
+// lock on one member and unlock on another.
+//
+// # Tied to the connection
+//
+// Each /lock request grants its own lease (LeaseTTL, 5 s by default),
+// attaches its key to it and keeps it alive for exactly as long as the
+// request lives. When the client's connection closes (the process exits
+// or is killed, the socket is closed, a heartbeat write fails or blocks
+// for WriteTimeout) the handler revokes the lease at once: the key goes
+// with it, and the next waiter, which watches only its predecessor's key,
+// is told in the same moment. If the member serving the connection dies,
+// nobody revokes the lease and the key goes when the lease expires: the
+// lock is released at most LeaseTTL after the member's death.
+//
+// # Answers
+//
+// The /lock answer is a stream of JSON lines: "queued" with the number of
+// contenders ahead, then "acquired" with the fencing token (the create
+// revision of the key, strictly increasing across holders), then blank
+// heartbeat lines every Heartbeat while held. /unlock deletes the key only
+// if NodeID holds the lock (403 otherwise), records the outcome (Success,
+// Err) and answers whether it released. The same NodeID asking /lock again
+// for the same resource takes over its existing key (same place, same
+// token) instead of queueing twice; the older request is told
+// "superseded".
+//
+// # Metrics
+//
+// metastore_lock_acquisitions_total, metastore_lock_wait_seconds,
+// metastore_lock_waiting, metastore_lock_hold_seconds, metastore_lock_held,
+// metastore_lock_releases_total{reason}, metastore_lock_waits_abandoned_total{reason},
+// metastore_lock_outcomes_total{outcome} and
+// metastore_lock_requests_failed_total{code}.
+package lockservice

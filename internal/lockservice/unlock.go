@@ -1,0 +1,97 @@
+package lockservice
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/metastore-io/metastore/pkg/lockapi"
+)
+
+// serveUnlock releases the lock if NodeID holds it: its key exists and is
+// the oldest in the queue (and has the given Token, if any). The delete is
+// guarded by the key's create revision, so an unlock racing an expiry
+// never deletes a newer key of the same node.
+func (s *Service) serveUnlock(w http.ResponseWriter, r *http.Request) {
+	var req lockapi.UnlockRequest
+	if err := decodeBody(r, &req); err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	ctx := r.Context()
+	prefix := s.queuePrefix(req.Type, req.ResourceID)
+	key := prefix + url.PathEscape(req.NodeID)
+	name := req.Type + ":" + req.ResourceID
+	read, err := s.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)).Commit()
+	if err != nil {
+		s.fail(w, statusOf(err), fmt.Errorf("read the queue of %s: %w", name, err))
+		return
+	}
+	own := read.Responses[0].GetResponseRange().Kvs
+	head := read.Responses[1].GetResponseRange().Kvs
+	if len(own) == 0 || len(head) == 0 || head[0].CreateRevision != own[0].CreateRevision {
+		s.notHolder(w, fmt.Sprintf("node %q does not hold the lock on %s", req.NodeID, name))
+		return
+	}
+	token := own[0].CreateRevision
+	if req.Token != 0 && req.Token != token {
+		s.notHolder(w, fmt.Sprintf("token %d is not the holder's (%d) on %s", req.Token, token, name))
+		return
+	}
+	del, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).
+		Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		s.fail(w, statusOf(err), fmt.Errorf("release %s: %w", name, err))
+		return
+	}
+	if !del.Succeeded {
+		s.notHolder(w, fmt.Sprintf("the lock on %s was released or expired meanwhile", name))
+		return
+	}
+	if *req.Success {
+		s.metrics.outcomes.WithLabelValues("success").Inc()
+		s.log.Debug("lock released", "lock", name, "node", req.NodeID, "token", token, "success", true)
+	} else {
+		s.metrics.outcomes.WithLabelValues("failure").Inc()
+		s.log.Info("lock released after a failed operation", "lock", name, "node", req.NodeID, "token", token, "err", req.Err)
+	}
+	writeJSON(w, http.StatusOK, lockapi.UnlockResponse{Released: true, Token: token})
+}
+
+func (s *Service) notHolder(w http.ResponseWriter, msg string) {
+	s.metrics.failed.WithLabelValues("403").Inc()
+	writeJSON(w, http.StatusForbidden, lockapi.UnlockResponse{Released: false, Error: msg})
+}
+
+// serveStatus lists a resource's holder and waiters in order.
+func (s *Service) serveStatus(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	typ, resource := q.Get("Type"), q.Get("ResourceID")
+	if err := (lockapi.LockRequest{Type: typ, ResourceID: resource, NodeID: "-"}).Validate(); err != nil {
+		s.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	prefix := s.queuePrefix(typ, resource)
+	resp, err := s.client.Get(r.Context(), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		s.fail(w, statusOf(err), fmt.Errorf("read the queue of %s:%s: %w", typ, resource, err))
+		return
+	}
+	out := lockapi.StatusResponse{Waiters: []lockapi.Participant{}}
+	for i, kv := range resp.Kvs {
+		p := lockapi.Participant{NodeID: nodeOf(prefix, string(kv.Key)), Token: kv.CreateRevision}
+		if i == 0 {
+			out.Holder = &p
+			continue
+		}
+		out.Waiters = append(out.Waiters, p)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -121,7 +120,7 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	prefix := s.queuePrefix(req.Type, req.ResourceID)
 	c := &contender{
 		s: s, name: req.Type + ":" + req.ResourceID, node: req.NodeID,
-		prefix: prefix, key: prefix + url.PathEscape(req.NodeID), lease: grant.ID,
+		prefix: prefix, key: nodeKey(prefix, req.NodeID), lease: grant.ID,
 		stopKeepAlive: stop, keepAliveEnded: make(chan struct{}),
 	}
 	go func() {

@@ -150,6 +150,10 @@ func (s *Service) queuePrefix(typ, resource string) string {
 	return s.cfg.Prefix + url.PathEscape(typ) + ":" + url.PathEscape(resource) + "/"
 }
 
+// nodeKey is node's key in the queue at queuePrefix.
+func nodeKey(queuePrefix, node string) string { return queuePrefix + url.PathEscape(node) }
+
+// nodeOf is the node whose key in the queue at queuePrefix is key.
 func nodeOf(queuePrefix, key string) string {
 	node, err := url.PathUnescape(key[len(queuePrefix):])
 	if err != nil {

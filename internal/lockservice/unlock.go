@@ -3,7 +3,6 @@ package lockservice
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -26,7 +25,7 @@ func (s *Service) serveUnlock(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	prefix := s.queuePrefix(req.Type, req.ResourceID)
-	key := prefix + url.PathEscape(req.NodeID)
+	key := nodeKey(prefix, req.NodeID)
 	name := req.Type + ":" + req.ResourceID
 	read, err := s.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)).Commit()
 	if err != nil {

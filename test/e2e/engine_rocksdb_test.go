@@ -24,13 +24,7 @@ var rocksdbFlags = []string{"--storage-engine=rocksdb"}
 
 func requireMetaStore(t *testing.T) {
 	t.Helper()
-	target, err := framework.TargetFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if target != framework.TargetMetaStore {
-		t.Skipf("the RocksDB engine is MetaStore's; target is %s", target)
-	}
+	framework.SkipUnlessMetaStore(t, "the RocksDB engine")
 	if strings.Contains(os.Getenv(framework.ExtraFlagsEnvVar), "--storage-engine") {
 		// The variable's flags come after ours and would win.
 		t.Skipf("%s chooses the storage engine", framework.ExtraFlagsEnvVar)

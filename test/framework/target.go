@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 )
 
 // Target names the server binary the suite runs against.
@@ -138,4 +139,17 @@ func RequireBinary(path, buildHint string) error {
 		return fmt.Errorf("server binary %s is not an executable file (run `%s` first)", path, buildHint)
 	}
 	return nil
+}
+
+// SkipUnlessMetaStore skips t when the target under test is not MetaStore:
+// feature names what only MetaStore has.
+func SkipUnlessMetaStore(t testing.TB, feature string) {
+	t.Helper()
+	target, err := TargetFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if target != TargetMetaStore {
+		t.Skipf("%s is MetaStore's own; %s has none (E2E_TARGET=%s)", feature, target, target)
+	}
 }

@@ -1,0 +1,95 @@
+package lockservice
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/metastore-io/metastore/pkg/lockapi"
+	"github.com/metastore-io/metastore/test/framework"
+)
+
+// TestLockServiceSurvivesLeaderKill: on three members, a lock taken through
+// one follower and a waiter queued through the other stay in place while
+// the leader is killed and a new one is elected; the holder then unlocks
+// through the other member, and the waiter gets the lock with a larger
+// token.
+func TestLockServiceSurvivesLeaderKill(t *testing.T) {
+	requireMetaStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cluster := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	clis := map[*framework.Member]*clientv3.Client{}
+	for _, m := range cluster.Members() {
+		clis[m] = m.NewClient(t)
+	}
+	leader := findLeader(ctx, t, cluster.Members(), clis)
+	var followers []*framework.Member
+	for _, m := range cluster.Members() {
+		if m != leader {
+			followers = append(followers, m)
+		}
+	}
+	a, b := newService(t, followers[0]), newService(t, followers[1])
+	holder := a.lock(ctx, "failover", "r", "holder")
+	w := b.enqueue(ctx, "failover", "r", "waiter")
+
+	if _, err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	findLeader(ctx, t, followers, clis)
+	// Past a whole lease TTL after the kill, the lock must still be
+	// held: the surviving members kept renewing it through the election.
+	select {
+	case <-holder.Lost():
+		t.Fatalf("the holder lost the lock: %v", holder.Err())
+	case <-time.After(releaseBound + time.Second):
+	}
+	st := b.status(ctx, "failover", "r")
+	if st.Holder == nil || st.Holder.NodeID != "holder" || st.Holder.Token != holder.Token() ||
+		len(st.Waiters) != 1 || st.Waiters[0].NodeID != "waiter" || !w.pending() {
+		t.Fatalf("after the leader kill: %+v, want holder (token %d) then waiter", st, holder.Token())
+	}
+	code, body := b.post(ctx, lockapi.PathUnlock, `{"Type":"failover","ResourceID":"r","NodeID":"holder","Success":true}`)
+	if code != 200 {
+		t.Fatalf("unlock through the other member: %d %s", code, body)
+	}
+	next := w.acquired(t, ctx)
+	if next.Token() <= holder.Token() {
+		t.Fatalf("token %d after %d", next.Token(), holder.Token())
+	}
+	holder.Close()
+	unlock(t, ctx, next)
+}
+
+// findLeader waits until one of ms says it is the leader and every other
+// member of ms follows it.
+func findLeader(ctx context.Context, t *testing.T, ms []*framework.Member, clis map[*framework.Member]*clientv3.Client) *framework.Member {
+	t.Helper()
+	for {
+		var leaderID uint64
+		var leader *framework.Member
+		agreed := true
+		for _, m := range ms {
+			st, err := memberStatus(ctx, clis[m], m)
+			if err != nil || st.Leader == 0 || (leaderID != 0 && st.Leader != leaderID) {
+				agreed = false
+				break
+			}
+			leaderID = st.Leader
+			if st.Header.MemberId == st.Leader {
+				leader = m
+			}
+		}
+		if agreed && leader != nil {
+			return leader
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no agreed leader: %v", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

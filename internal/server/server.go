@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/metastore-io/metastore/internal/compactor"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
@@ -57,6 +58,11 @@ type Config struct {
 	// QuotaBackendBytes is --quota-backend-bytes: 0 etcd's default of
 	// 2 GiB, negative no quota (quota.go).
 	QuotaBackendBytes int64
+	// AutoCompactionMode and AutoCompactionRetention are
+	// --auto-compaction-mode and --auto-compaction-retention as
+	// compactor.ParseRetention parsed them (0: no auto-compaction).
+	AutoCompactionMode      string
+	AutoCompactionRetention time.Duration
 
 	// Backend is the storage engine, opened by the caller; the server owns
 	// it from here on and closes it on Stop.
@@ -87,6 +93,9 @@ type Server struct {
 	alarms  *alarmStore  // active alarms, replicated (alarm.go)
 	quota   backendQuota // --quota-backend-bytes
 	metrics *opsMetrics  // quota and alarm series
+	// compactor is the auto-compaction loop, nil without one; it runs
+	// from New to stop and proposes only while this member leads.
+	compactor *compactor.Compactor
 
 	wait       *waitRegistry
 	reqIDs     *requestIDs
@@ -209,6 +218,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.applier = newApplier(s)
+	if s.compactor, err = s.newAutoCompactor(); err != nil {
+		return nil, err
+	}
 
 	node, err := raftnode.Start(raftnode.Config{
 		ID:                     memberID,
@@ -225,7 +237,7 @@ func New(cfg Config) (*Server, error) {
 		MaxInflightMsgs:        512,
 		Logger:                 cfg.Logger,
 		Metrics:                cfg.Metrics,
-		OnLeaderChange:         leases.leaderChanged,
+		OnLeaderChange:         s.leaderChanged,
 		Transport:              tr,
 	}, s.applier)
 	if err != nil {
@@ -239,6 +251,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: start lessor: %w", err)
 	}
 
+	if s.compactor != nil {
+		s.compactor.Run()
+	}
 	s.stoppedWG.Add(2)
 	go s.publish()
 	go s.watchNode()
@@ -323,6 +338,9 @@ func (s *Server) stop() {
 	s.stopOnce.Do(func() {
 		defer close(s.done)
 		close(s.stopping)
+		if s.compactor != nil {
+			s.compactor.Stop()
+		}
 		s.leases.lessor.Stop()
 		s.node.Stop()
 		s.hub.Close()
@@ -412,15 +430,15 @@ func (s *Server) Status() Status {
 // WatchHub is the member's watch hub, for the Watch service.
 func (s *Server) WatchHub() *watch.Hub { return s.hub }
 
-// compactor is implemented by storage engines that can reclaim the space
+// engineCompactor is implemented by storage engines that can reclaim the space
 // of deleted data on demand (internal/rocksdb).
-type compactor interface{ Compact() error }
+type engineCompactor interface{ Compact() error }
 
 // Defragment reclaims the engine's free space, as etcd's defragment does
 // for bbolt. It runs beside apply: RocksDB compacts concurrently with
 // writes. Engines without the notion have nothing to do.
 func (s *Server) Defragment(ctx context.Context) error {
-	c, ok := s.cfg.Backend.(compactor)
+	c, ok := s.cfg.Backend.(engineCompactor)
 	if !ok {
 		return nil
 	}

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/metastore-io/metastore/internal/compactor"
+	"github.com/metastore-io/metastore/internal/kvstore"
+)
+
+// newAutoCompactor builds the auto-compaction loop of
+// --auto-compaction-mode/--auto-compaction-retention (nil when the
+// retention is 0). It proposes compactions through Raft like `etcdctl
+// compact`, and only while this member leads (leaderChanged).
+func (s *Server) newAutoCompactor() (*compactor.Compactor, error) {
+	if s.cfg.AutoCompactionRetention == 0 {
+		return nil, nil
+	}
+	c, err := compactor.New(compactor.Config{
+		Mode:        s.cfg.AutoCompactionMode,
+		Retention:   s.cfg.AutoCompactionRetention,
+		Rev:         s.kv.Rev,
+		Compact:     raftCompactor{s},
+		IsCompacted: func(err error) bool { return errors.Is(err, kvstore.ErrCompacted) },
+		Logger:      s.log.With("component", "compactor"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: auto-compaction: %w", err)
+	}
+	return c, nil
+}
+
+type raftCompactor struct{ s *Server }
+
+func (c raftCompactor) Compact(ctx context.Context, rev int64) error {
+	_, err := c.s.Compact(ctx, &pb.CompactionRequest{Revision: rev})
+	return err
+}
+
+// leaderChanged follows raft's leader (raftnode's OnLeaderChange, on the
+// raft loop): the lessor promotes or demotes itself, and the
+// auto-compactor runs only on the leader, as etcd's updateLeadership.
+func (s *Server) leaderChanged(leader, term uint64) {
+	s.leases.leaderChanged(leader, term)
+	if s.compactor == nil {
+		return
+	}
+	if leader == s.id {
+		s.compactor.Resume()
+	} else {
+		s.compactor.Pause()
+	}
+}

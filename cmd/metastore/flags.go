@@ -43,6 +43,7 @@ type options struct {
 	gcMinHeadroomBytes       uint64
 	rocksdb                  rocksdbFlags
 	ops                      opsFlags // flags_ops.go
+	tls                      tlsFlags // flags_tls.go
 }
 
 // rocksdbFlags tune the RocksDB engine (--storage-engine=rocksdb); their
@@ -81,6 +82,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.watchProgressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Deprecated alias of --watch-progress-notify-interval (etcd 3.5 name).")
 
 	o.ops.register(fs)
+	o.tls.register(fs)
 
 	gc := gcheadroom.DefaultConfig()
 	fs.IntVar(&o.gcHeadroomPercent, "gc-headroom-percent", gc.Percent, "Go garbage collector: heap headroom above the live heap, in percent of it (like GOGC), once that exceeds --gc-min-headroom-bytes. Ignored when the GOGC environment variable is set.")
@@ -217,6 +219,9 @@ func (o *options) validate() error {
 	if err := o.ops.validate(); err != nil {
 		return err
 	}
+	if err := o.tls.validate(o); err != nil {
+		return err
+	}
 	if err := o.gcHeadroom(nil).Validate(); err != nil {
 		return fmt.Errorf("--gc-headroom-percent: %w", err)
 	}
@@ -248,11 +253,8 @@ func listenAddr(raw string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if u.Scheme == "https" || u.Scheme == "unixs" {
-		return "", fmt.Errorf("%s: TLS listeners are not supported yet; use http", raw)
-	}
-	if u.Scheme == "unix" {
-		return "", fmt.Errorf("%s: unix socket listeners are not supported yet; use http", raw)
+	if u.Scheme == "unix" || u.Scheme == "unixs" {
+		return "", fmt.Errorf("%s: unix socket listeners are not supported yet; use http or https", raw)
 	}
 	return u.Host, nil
 }

@@ -64,6 +64,11 @@ func run(ctx context.Context, o *options) error {
 		logger.Info("pprof is enabled", "path", "/debug/pprof")
 	}
 
+	certs, err := o.tls.load(o, logger)
+	if err != nil {
+		return err
+	}
+
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -71,6 +76,7 @@ func run(ctx context.Context, o *options) error {
 	// port conflict fails fast, and clients and peers queue in the backlog
 	// until they are served.
 	var listeners, peerListeners []net.Listener
+	var clientURLs []string // of listeners
 	defer func() {
 		for _, l := range append(listeners, peerListeners...) {
 			l.Close()
@@ -85,7 +91,7 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return fmt.Errorf("listen for peers on %s: %w", u, err)
 		}
-		peerListeners = append(peerListeners, l)
+		peerListeners = append(peerListeners, wrapListener(l, u, certs.peer, "peer", logger))
 	}
 	for _, u := range splitURLs(o.listenClientURLs) {
 		addr, err := listenAddr(u)
@@ -96,7 +102,8 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return fmt.Errorf("listen for clients on %s: %w", u, err)
 		}
-		listeners = append(listeners, l)
+		listeners = append(listeners, wrapListener(l, u, certs.client, "client", logger))
+		clientURLs = append(clientURLs, u)
 	}
 
 	cfg := server.Config{
@@ -118,6 +125,7 @@ func run(ctx context.Context, o *options) error {
 		Backend:                     backend,
 		Logger:                      logger,
 		Metrics:                     registry,
+		PeerTLS:                     peerClientTLS(certs.peer),
 	}
 	o.ops.apply(&cfg)
 	srv, err := server.New(cfg)
@@ -155,8 +163,18 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	serveErr := make(chan error, len(listeners))
-	for _, l := range listeners {
-		logger.Info("serving client traffic", "address", l.Addr().String())
+	for i, l := range listeners {
+		if isTLSURL(clientURLs[i]) {
+			gatewayTLS, err := certs.client.GatewayConfig()
+			if err != nil {
+				srv.Stop()
+				return fmt.Errorf("client TLS: %w", err)
+			}
+			logger.Info("serving client traffic securely", "address", l.Addr().String())
+			go func(l net.Listener) { serveErr <- clients.ServeTLS(l, gatewayTLS) }(l)
+			continue
+		}
+		logger.Info("serving client traffic insecurely; this is strongly discouraged!", "address", l.Addr().String())
 		go func(l net.Listener) { serveErr <- clients.Serve(l) }(l)
 	}
 	listeners = nil // owned by the client server now

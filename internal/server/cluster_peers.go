@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -233,4 +235,28 @@ func (s *Server) ConfigurePeerServer(srv *http.Server) {
 	if s.transport != nil {
 		s.transport.ConfigureServer(srv)
 	}
+}
+
+// peerHTTPClient fetches the member list from peers when joining, over
+// TLS with the member's peer certificates when it has them (as etcd's
+// rafthttp round tripper), each connection with the files as they are.
+func peerHTTPClient(peerTLS transport.ClientTLS) *http.Client {
+	client := &http.Client{Timeout: fetchMembersTimeout}
+	if peerTLS == nil {
+		return client
+	}
+	client.Transport = &http.Transport{
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			cfg, err := peerTLS.ClientConfig("")
+			if err != nil {
+				return nil, err
+			}
+			if cfg.ServerName == "" {
+				cfg.ServerName, _, _ = net.SplitHostPort(addr)
+			}
+			d := &tls.Dialer{Config: cfg}
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+	return client
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,6 +69,10 @@ type Config struct {
 	Logger  *slog.Logger
 	// Metrics receives the server's collectors; nil disables them.
 	Metrics prometheus.Registerer
+	// PeerTLS, when set, secures every connection this member opens to a
+	// peer: raft traffic, snapshots, forwarded requests and the member
+	// list fetched when joining (--peer-cert-file, ...). Nil: http only.
+	PeerTLS transport.ClientTLS
 }
 
 // Server is one MetaStore member: it turns client requests into Raft
@@ -132,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: create data dir %s: %w", memberDir, err)
 	}
-	who, err := resolveIdentity(cfg, memberDir, &http.Client{Timeout: fetchMembersTimeout})
+	who, err := resolveIdentity(cfg, memberDir, peerHTTPClient(cfg.PeerTLS))
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +145,7 @@ func New(cfg Config) (*Server, error) {
 		ClusterID: clusterID,
 		Logger:    cfg.Logger,
 		Metrics:   cfg.Metrics,
+		TLS:       cfg.PeerTLS,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: create peer transport: %w", err)

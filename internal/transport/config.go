@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"time"
@@ -22,6 +23,12 @@ type Raft interface {
 	ReportUnreachable(id uint64)
 	// ReportSnapshot tells raft how sending a snapshot to id ended.
 	ReportSnapshot(id uint64, status raft.SnapshotStatus)
+}
+
+// ClientTLS gives the TLS configuration of one outgoing connection;
+// *tlsutil.Material implements it.
+type ClientTLS interface {
+	ClientConfig(serverName string) (*tls.Config, error)
 }
 
 // Config describes the local member and tunes the transport. Only ID and
@@ -45,6 +52,11 @@ type Config struct {
 	// Snapshots returns the member's snapshot file store: outgoing
 	// snapshot images are read from it, incoming ones saved into it.
 	Snapshots func() *snapfile.Store
+
+	// TLS, when set, is used to dial https:// peer URLs (peer TLS); its
+	// ClientConfig is called for every new connection so that rotated
+	// certificates and CA bundles apply to it. Nil refuses https URLs.
+	TLS ClientTLS
 
 	// DialTimeout bounds opening a TCP connection to a peer. Default 1s.
 	DialTimeout time.Duration

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -109,12 +110,13 @@ func New(cfg Config) (*Transport, error) {
 	return t, nil
 }
 
-// newH2CClient is an HTTP client that speaks only HTTP/2 over cleartext
-// TCP (prior knowledge, no upgrade round trip) to http:// peer URLs.
+// newH2CClient is an HTTP client that speaks only HTTP/2: over cleartext
+// TCP (prior knowledge, no upgrade round trip) to http:// peer URLs, and
+// over TLS (ALPN h2) to https:// ones when the transport has peer TLS.
 func newH2CClient(cfg Config, conns *connTracker) *http.Client {
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{
+	tr := &http.Transport{
 		DialContext:        conns.DialContext,
 		Protocols:          &protocols,
 		DisableCompression: true,
@@ -125,7 +127,44 @@ func newH2CClient(cfg Config, conns *connTracker) *http.Client {
 			PingTimeout:      cfg.ConnTimeout,
 			WriteByteTimeout: cfg.ConnTimeout,
 		},
-	}}
+	}
+	if cfg.TLS != nil {
+		protocols.SetHTTP2(true)
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialTLS(ctx, cfg, conns, network, addr)
+		}
+	}
+	return &http.Client{Transport: tr}
+}
+
+// dialTLS opens a TLS connection to a peer with the configuration of the
+// moment, the handshake bounded by HandshakeTimeout. The TCP connection
+// is tracked, so Stop closes it like a cleartext one.
+func dialTLS(ctx context.Context, cfg Config, conns *connTracker, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := cfg.TLS.ClientConfig("")
+	if err != nil {
+		return nil, fmt.Errorf("peer TLS configuration: %w", err)
+	}
+	if tlsCfg.ServerName == "" {
+		tlsCfg.ServerName = host
+	}
+	tlsCfg.NextProtos = []string{"h2"}
+	raw, err := conns.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(raw, tlsCfg)
+	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("tls handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }
 
 // HTTP/2 settings of the peer listener and client: frames of up to 1 MiB
@@ -189,7 +228,7 @@ func (t *Transport) AddPeer(id uint64, urls []string) error {
 	if id == t.cfg.ID {
 		return nil
 	}
-	base, err := parsePeerURLs(urls)
+	base, err := parsePeerURLs(urls, t.cfg.TLS != nil)
 	if err != nil {
 		return fmt.Errorf("transport: add peer %s: %w", idString(id), err)
 	}
@@ -216,7 +255,7 @@ func (t *Transport) AddPeer(id uint64, urls []string) error {
 // UpdatePeer replaces the URLs of member id; its stream reconnects if the
 // URL in use is no longer listed.
 func (t *Transport) UpdatePeer(id uint64, urls []string) error {
-	base, err := parsePeerURLs(urls)
+	base, err := parsePeerURLs(urls, t.cfg.TLS != nil)
 	if err != nil {
 		return fmt.Errorf("transport: update peer %s: %w", idString(id), err)
 	}
@@ -355,7 +394,7 @@ func (t *Transport) ActivePeers() []uint64 {
 
 // parsePeerURLs validates peer URLs and returns them as base URLs without
 // a trailing slash.
-func parsePeerURLs(urls []string) ([]string, error) {
+func parsePeerURLs(urls []string, tlsEnabled bool) ([]string, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("no peer URLs")
 	}
@@ -366,10 +405,10 @@ func parsePeerURLs(urls []string) ([]string, error) {
 			return nil, fmt.Errorf("peer URL %q: %w", raw, err)
 		}
 		switch {
-		case u.Scheme == "https":
-			return nil, fmt.Errorf("peer URL %q: https (peer TLS) is not supported by this transport", raw)
-		case u.Scheme != "http":
-			return nil, fmt.Errorf("peer URL %q: scheme must be http", raw)
+		case u.Scheme == "https" && !tlsEnabled:
+			return nil, fmt.Errorf("peer URL %q: https needs peer TLS (--peer-cert-file, --peer-key-file or --peer-auto-tls)", raw)
+		case u.Scheme != "http" && u.Scheme != "https":
+			return nil, fmt.Errorf("peer URL %q: scheme must be http or https", raw)
 		case u.Host == "":
 			return nil, fmt.Errorf("peer URL %q: no host", raw)
 		case u.RawQuery != "" || u.Fragment != "":

@@ -21,6 +21,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	etcdgw "go.etcd.io/etcd/api/v3/etcdserverpb/gw"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -113,7 +114,7 @@ func (s *ClientServer) Serve(l net.Listener) error {
 	grpcL := m.Match(cmux.HTTP2())
 	httpL := m.Match(cmux.HTTP1())
 
-	gwmux, closeGW, err := s.gateway(l.Addr().String())
+	gwmux, closeGW, err := s.gateway(l.Addr().String(), insecure.NewCredentials())
 	if err != nil {
 		return err
 	}
@@ -169,10 +170,10 @@ func (s *ClientServer) Stop(ctx context.Context) {
 }
 
 // gateway builds etcd's JSON gateway (/v3/...), a grpc-gateway proxy that
-// dials this very listener, with etcd's marshaling options.
-func (s *ClientServer) gateway(addr string) (*gw.ServeMux, func(), error) {
+// dials this very listener with creds, with etcd's marshaling options.
+func (s *ClientServer) gateway(addr string, creds credentials.TransportCredentials) (*gw.ServeMux, func(), error) {
 	conn, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: dial %s: %w", addr, err)

@@ -42,6 +42,10 @@ type ClusterConfig struct {
 	// peer port (Cluster.Network): members listen on a private port and
 	// advertise the proxy, so tests can cut a member off and heal it.
 	PeerProxies bool
+	// TLS starts the members with TLS on the client and/or peer URLs;
+	// the framework's clients and etcdctl then use it too. Nil takes
+	// E2E_TLS from the environment (TLSEnvVar).
+	TLS *TLSConfig
 }
 
 // Cluster is a set of members of the target under test, bootstrapped
@@ -82,6 +86,12 @@ func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
+	if cfg.TLS == nil {
+		cfg.TLS = tlsFromEnv()
+	}
+	if cfg.TLS != nil {
+		cfg.TLS.prepare(t)
 	}
 	baseDir := t.TempDir()
 	c := &Cluster{target: target, repoRoot: repoRoot, binary: binary, baseDir: baseDir, cfg: cfg}
@@ -148,9 +158,9 @@ func (c *Cluster) newMember(name string) (*Member, error) {
 		name:          name,
 		binary:        c.binary,
 		dataDir:       filepath.Join(c.baseDir, name+".data"),
-		clientURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
-		peerURL:       fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-		peerListenURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		clientURL:     fmt.Sprintf("%s://127.0.0.1:%d", c.cfg.TLS.clientScheme(), ports[0]),
+		peerURL:       fmt.Sprintf("%s://127.0.0.1:%d", c.cfg.TLS.peerScheme(), ports[1]),
+		peerListenURL: fmt.Sprintf("%s://127.0.0.1:%d", c.cfg.TLS.peerScheme(), ports[1]),
 		logPath:       filepath.Join(c.baseDir, name+".log"),
 		cfg:           c.cfg,
 	}
@@ -162,7 +172,7 @@ func (c *Cluster) newMember(name string) (*Member, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.peerURL = "http://" + addr
+		m.peerURL = c.cfg.TLS.peerScheme() + "://" + addr
 	}
 	return m, nil
 }
@@ -232,6 +242,9 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 // Target is the server binary the cluster runs.
 func (c *Cluster) Target() Target { return c.target }
 
+// TLS is the cluster's TLS configuration, nil without TLS.
+func (c *Cluster) TLS() *TLSConfig { return c.cfg.TLS }
+
 // RepoRoot is the repository the binaries were found in.
 func (c *Cluster) RepoRoot() string { return c.repoRoot }
 
@@ -262,7 +275,7 @@ func (c *Cluster) Endpoints() []string {
 // NewClient returns a client balanced over all members, closed when t ends.
 func (c *Cluster) NewClient(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := newClient(c.ClientURLs())
+	cli, err := newClient(c.ClientURLs(), c.cfg.TLS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +285,7 @@ func (c *Cluster) NewClient(t testing.TB) *clientv3.Client {
 
 // Etcdctl returns a runner for the stock etcdctl aimed at every member.
 func (c *Cluster) Etcdctl() *Etcdctl {
-	return NewEtcdctl(EtcdctlPath(c.repoRoot), c.Endpoints())
+	return NewEtcdctl(EtcdctlPath(c.repoRoot), c.Endpoints(), c.cfg.TLS.etcdctlFlags()...)
 }
 
 // killAll kills every running member.

@@ -18,6 +18,7 @@ const etcdctlWaitDelay = 2 * time.Second
 type Etcdctl struct {
 	binary    string
 	endpoints []string
+	flags     []string // global flags, e.g. --cacert/--cert/--key
 }
 
 // CmdResult is what one etcdctl invocation produced.
@@ -28,8 +29,8 @@ type CmdResult struct {
 }
 
 // NewEtcdctl returns a runner for the etcdctl at binary.
-func NewEtcdctl(binary string, endpoints []string) *Etcdctl {
-	return &Etcdctl{binary: binary, endpoints: append([]string(nil), endpoints...)}
+func NewEtcdctl(binary string, endpoints []string, flags ...string) *Etcdctl {
+	return &Etcdctl{binary: binary, endpoints: append([]string(nil), endpoints...), flags: flags}
 }
 
 // Run runs `etcdctl --endpoints=... args...` with empty stdin.
@@ -41,7 +42,8 @@ func (e *Etcdctl) Run(ctx context.Context, args ...string) (CmdResult, error) {
 // reported in the result, not as an error; the error is for failures to
 // run etcdctl at all, including ctx ending first.
 func (e *Etcdctl) RunWithStdin(ctx context.Context, stdin string, args ...string) (CmdResult, error) {
-	full := append([]string{"--endpoints=" + strings.Join(e.endpoints, ",")}, args...)
+	full := append([]string{"--endpoints=" + strings.Join(e.endpoints, ",")}, e.flags...)
+	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, e.binary, full...)
 	cmd.Env = ProcessEnv()
 	cmd.Stdin = strings.NewReader(stdin)

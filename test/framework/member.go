@@ -49,10 +49,20 @@ type Member struct {
 	peerListenURL string
 	logPath       string
 	cfg           ClusterConfig
+	peerCert      *CertPair // overrides the PKI's member certificate (UsePeerCert)
 
 	mu     sync.Mutex
 	proc   *serverProcess // nil before the first Start; the last run after exit
 	starts int
+}
+
+// UsePeerCert makes the member present pair on its peer URLs (as server
+// and as client) from its next Start or Join on, in place of the PKI's
+// member certificate.
+func (m *Member) UsePeerCert(pair *CertPair) {
+	m.mu.Lock()
+	m.peerCert = pair
+	m.mu.Unlock()
 }
 
 // Name is the member's --name.
@@ -80,6 +90,11 @@ func (m *Member) setArgs(initialCluster, state string) {
 	}
 	if m.cfg.SnapshotCount > 0 {
 		m.args = append(m.args, "--snapshot-count="+strconv.Itoa(m.cfg.SnapshotCount))
+	}
+	m.args = append(m.args, m.cfg.TLS.serverFlags()...)
+	if m.peerCert != nil {
+		// Later flags win: this member presents its own peer certificate.
+		m.args = append(m.args, "--peer-cert-file="+m.peerCert.CertFile, "--peer-key-file="+m.peerCert.KeyFile)
 	}
 	m.args = append(m.args, m.cfg.ExtraFlags...)
 	m.args = append(m.args, strings.Fields(os.Getenv(ExtraFlagsEnvVar))...)
@@ -311,7 +326,7 @@ func (m *Member) Restart(ctx context.Context) error {
 
 // dial returns a client bound to this member only.
 func (m *Member) dial() (*clientv3.Client, error) {
-	return newClient([]string{m.clientURL})
+	return newClient([]string{m.clientURL}, m.cfg.TLS)
 }
 
 // NewClient returns a client bound to this member only, closed when t ends.
@@ -327,8 +342,13 @@ func (m *Member) NewClient(t testing.TB) *clientv3.Client {
 
 // newClient builds a clientv3 client. It does not block on the connection:
 // the first RPC does, within its own context.
-func newClient(endpoints []string) (*clientv3.Client, error) {
+func newClient(endpoints []string, tc *TLSConfig) (*clientv3.Client, error) {
+	tlsCfg, err := tc.ClientTLS()
+	if err != nil {
+		return nil, fmt.Errorf("new client for %v: %w", endpoints, err)
+	}
 	cli, err := clientv3.New(clientv3.Config{
+		TLS:         tlsCfg,
 		Endpoints:   endpoints,
 		DialTimeout: DefaultDialTimeout,
 		// The client's own retry warnings would drown the server logs that

@@ -1,7 +1,6 @@
 package tlsutil
 
 import (
-	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -72,7 +71,7 @@ func (c *fileCache[T]) get() (T, error) {
 	}
 	v, err := c.parse(contents)
 	if err != nil {
-		return zero, fmt.Errorf("%v: %w", c.paths, err)
+		return zero, err
 	}
 	// The stamps taken before reading: if a file changed in between, the
 	// next call sees a newer stamp and reads it again.

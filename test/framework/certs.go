@@ -153,7 +153,8 @@ func (ca *CA) WriteCRL(path string, revoked ...*CertPair) error {
 	if err != nil {
 		return fmt.Errorf("CRL of %s: %w", ca.Name, err)
 	}
-	return writePEMFile(path, "X509 CRL", der)
+	// DER, as etcd reads it (x509.ParseRevocationList; PEM is "malformed").
+	return writeFileAtomic(path, der)
 }
 
 // PKI is the set of certificates the TLS tests use, all under Dir.
@@ -233,11 +234,16 @@ func newSerial() (*big.Int, error) {
 	return n.Add(n, big.NewInt(1)), nil
 }
 
-// writePEMFile writes the PEM file through a temporary file and a rename,
-// so a server reloading it never reads half of it.
+// writePEMFile writes a PEM file atomically.
 func writePEMFile(path, blockType string, der []byte) error {
+	return writeFileAtomic(path, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}))
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so a
+// server reloading the file never reads half of it.
+func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -246,15 +252,17 @@ func writePEMFile(path, blockType string, der []byte) error {
 	return nil
 }
 
-// CopyFile replaces dst with src's contents atomically (rotation tests).
-func CopyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
+// ReplaceFile replaces dst with the contents of the srcs, concatenated,
+// atomically: how the rotation tests change certificates, CA bundles and
+// CRLs under a running server.
+func ReplaceFile(dst string, srcs ...string) error {
+	var data []byte
+	for _, src := range srcs {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		data = append(data, b...)
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
+	return writeFileAtomic(dst, data)
 }

@@ -109,7 +109,10 @@ func ClientTLSConfig(caFile string, pair *CertPair) (*tls.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		// Always presented, as etcdctl does, even when the server asks
+		// for certificates of other CAs (tls.Config.Certificates would
+		// then send none).
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 	}
 	return cfg, nil
 }

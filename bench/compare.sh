@@ -29,6 +29,13 @@
 # p99) and watch-events (events/s delivered while the puts run; no p99, as
 # the tool times only its own hand-off of each received event).
 #   KEEP=1                     keep the work directory (logs, data) afterwards
+#   TLS=1                      both servers serve https with client certificate
+#                              authentication (--cert-file, --key-file,
+#                              --trusted-ca-file, --client-cert-auth; certificates
+#                              from bench/tlscerts), and the tool connects with
+#                              --cacert/--cert/--key
+#   AUTH_USER=root:secret      enable authentication (root user and role) on both
+#                              servers and run the tool as that user (--user)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,6 +47,8 @@ KEY_SIZE="${KEY_SIZE:-8}"
 VAL_SIZE="${VAL_SIZE:-256}"
 METASTORE_FLAGS="${METASTORE_FLAGS:-}"
 KEEP="${KEEP:-}"
+TLS="${TLS:-}"
+AUTH_USER="${AUTH_USER:-}"
 
 benchmark="$root/bin/ref/benchmark"
 etcdctl="$root/bin/ref/etcdctl"
@@ -76,11 +85,24 @@ check_targets
 [[ -x "$benchmark" ]] || die "reference benchmark tool missing: run make tools"
 # shellcheck source=bench/results.sh
 source "$root/bench/results.sh"
+[[ "$TLS" == 1 ]] && setup_tls
+user_flags=()
+[[ -n "$AUTH_USER" ]] && user_flags=(--user="$AUTH_USER")
+
+# enable_auth TARGET: the root user (AUTH_USER) with the root role, then
+# authentication on.
+enable_auth() {
+	local ctl=("$etcdctl" --endpoints="$(endpoint "$1")" "${client_tls_flags[@]}")
+	"${ctl[@]}" role add root >/dev/null || die "$1: role add root"
+	"${ctl[@]}" user add "${AUTH_USER%%:*}" --new-user-password="${AUTH_USER#*:}" >/dev/null || die "$1: user add"
+	"${ctl[@]}" user grant-role "${AUTH_USER%%:*}" root >/dev/null || die "$1: user grant-role"
+	"${ctl[@]}" auth enable >/dev/null || die "$1: auth enable"
+}
 
 # run_workload TARGET WORKLOAD: runs the benchmark, records req/s and p99.
 run_workload() {
 	local target=$1 workload=$2 out="$work/$1.$2.txt"
-	local args=(--endpoints="$(endpoint "$target")" --conns="$CONNS" --clients="$CLIENTS")
+	local args=(--endpoints="$(endpoint "$target")" "${client_tls_flags[@]}" "${user_flags[@]}" --conns="$CONNS" --clients="$CLIENTS")
 	case "$workload" in
 	put) args+=(put --total="$TOTAL" --key-size="$KEY_SIZE" --val-size="$VAL_SIZE") ;;
 	range-linearizable) args+=(range foo --total="$TOTAL" --consistency=l) ;;
@@ -122,8 +144,10 @@ for target in $TARGETS; do
 done
 for target in $TARGETS; do
 	wait_ready "$target"
+	[[ -n "$AUTH_USER" ]] && enable_auth "$target"
 	# The range workloads read "foo"; give it a value of the put size.
-	"$etcdctl" --endpoints="$(endpoint "$target")" put foo "$(head -c "$VAL_SIZE" /dev/zero | tr '\0' v)" >/dev/null
+	"$etcdctl" --endpoints="$(endpoint "$target")" "${client_tls_flags[@]}" "${user_flags[@]}" \
+		put foo "$(head -c "$VAL_SIZE" /dev/zero | tr '\0' v)" >/dev/null
 done
 
 for workload in "${workloads[@]}"; do
@@ -143,5 +167,5 @@ for workload in "${workloads[@]}"; do
 done
 
 echo
-echo "conns=$CONNS clients=$CLIENTS total=$TOTAL key-size=$KEY_SIZE val-size=$VAL_SIZE"
+echo "conns=$CONNS clients=$CLIENTS total=$TOTAL key-size=$KEY_SIZE val-size=$VAL_SIZE${TLS:+ tls=$TLS}${AUTH_USER:+ auth=on}"
 print_table "${rows[@]}"

@@ -10,6 +10,23 @@
 # shellcheck source=bench/ports.sh
 source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
+# TLS=1 (compare.sh) serves the client URL over https with client
+# certificate authentication, as kubeadm does; setup_tls fills these.
+scheme=http
+server_tls_flags=()
+client_tls_flags=() # for etcdctl and the benchmark tool
+
+# setup_tls: certificates in $work/pki (bench/tlscerts), and the flags
+# that make both servers, etcdctl and the benchmark tool use them.
+setup_tls() {
+	local pki="$work/pki"
+	(cd "$(dirname "${BASH_SOURCE[0]}")/.." && go run ./bench/tlscerts "$pki") || die "generate TLS certificates"
+	scheme=https
+	server_tls_flags=(--cert-file="$pki/member.crt" --key-file="$pki/member.key"
+		--trusted-ca-file="$pki/e2e-ca.crt" --client-cert-auth)
+	client_tls_flags=(--cacert="$pki/e2e-ca.crt" --cert="$pki/client.crt" --key="$pki/client.key")
+}
+
 cleanup() {
 	for target in "${!pid[@]}"; do
 		kill "${pid[$target]}" 2>/dev/null || true
@@ -47,7 +64,7 @@ pick_ports() {
 start_server() {
 	pick_ports "$1"
 	local target=$1 name="$name_prefix-$1" client peer
-	client="http://$(endpoint "$target")"
+	client="$scheme://$(endpoint "$target")"
 	peer="http://127.0.0.1:${peer_port[$target]}"
 	local extra=()
 	if [[ "$target" == metastore && -n "$METASTORE_FLAGS" ]]; then
@@ -57,7 +74,7 @@ start_server() {
 		--listen-client-urls="$client" --advertise-client-urls="$client" \
 		--listen-peer-urls="$peer" --initial-advertise-peer-urls="$peer" \
 		--initial-cluster="$name=$peer" --initial-cluster-state=new \
-		"${extra[@]}" >"$work/$target.log" 2>&1 &
+		"${server_tls_flags[@]}" "${extra[@]}" >"$work/$target.log" 2>&1 &
 	pid[$target]=$!
 }
 
@@ -67,13 +84,13 @@ start_server() {
 # run to someone else's server).
 wait_ready() {
 	local target=$1 deadline=$((SECONDS + ready_timeout))
-	until "$etcdctl" --endpoints="$(endpoint "$target")" --command-timeout=2s \
+	until "$etcdctl" --endpoints="$(endpoint "$target")" "${client_tls_flags[@]}" --command-timeout=2s \
 		endpoint health >/dev/null 2>&1; do
 		kill -0 "${pid[$target]}" 2>/dev/null || die "$target exited during start-up; log: $work/$target.log"
 		((SECONDS < deadline)) || die "$target not healthy after ${ready_timeout}s; log: $work/$target.log"
 		sleep 0.2
 	done
 	kill -0 "${pid[$target]}" 2>/dev/null || die "$target exited during start-up; log: $work/$target.log"
-	"$etcdctl" --endpoints="$(endpoint "$target")" --command-timeout=5s member list 2>/dev/null |
+	"$etcdctl" --endpoints="$(endpoint "$target")" "${client_tls_flags[@]}" --command-timeout=5s member list 2>/dev/null |
 		grep -q ", $name_prefix-$target, " || die "$(endpoint "$target") is not our $target; log: $work/$target.log"
 }

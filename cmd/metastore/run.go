@@ -150,7 +150,7 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	clients, err := etcdcompat.NewClientServer(etcdcompat.Config{
-		Member:            srv,
+		Member:            srv.ClientMember(),
 		MaxRequestBytes:   o.maxRequestBytes,
 		MaxTxnOps:         o.maxTxnOps,
 		Logger:            logger,

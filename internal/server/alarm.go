@@ -12,6 +12,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membererr"
 )
 
 // Errors of the alarm gates; the texts are etcd's (etcdserver/errors), and
@@ -19,8 +20,8 @@ import (
 // database space exceeded", ResourceExhausted) and ErrGRPCCorrupt
 // ("etcdserver: corrupt cluster", DataLoss).
 var (
-	ErrNoSpace = errors.New("etcdserver: no space")
-	ErrCorrupt = errors.New("etcdserver: corrupt cluster")
+	ErrNoSpace = membererr.ErrNoSpace
+	ErrCorrupt = membererr.ErrCorrupt
 )
 
 // alarmBucket is the store's auxiliary bucket (kvstore.BucketAlarm) holding

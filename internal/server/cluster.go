@@ -11,17 +11,18 @@ import (
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/membererr"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
 )
 
 // Errors of membership and leadership changes; the texts are etcd's.
 var (
-	ErrNotEnoughStartedMembers = errors.New("etcdserver: re-configuration failed due to not enough started members")
-	ErrLearnerNotReady         = errors.New("etcdserver: can only promote a learner member which is in sync with leader")
-	ErrUnhealthy               = errors.New("etcdserver: unhealthy cluster")
-	ErrNotLeader               = errors.New("etcdserver: not leader")
-	ErrBadLeaderTransferee     = errors.New("etcdserver: bad leader transferee")
+	ErrNotEnoughStartedMembers = membererr.ErrNotEnoughStartedMembers
+	ErrLearnerNotReady         = membererr.ErrLearnerNotReady
+	ErrUnhealthy               = membererr.ErrUnhealthy
+	ErrNotLeader               = membererr.ErrNotLeader
+	ErrBadLeaderTransferee     = membererr.ErrBadLeaderTransferee
 	ErrTimeoutLeaderTransfer   = errors.New("etcdserver: request timed out, leader transfer took too long")
 	// ErrRemoved is the error a member stops with once it applied its
 	// own removal.

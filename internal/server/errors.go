@@ -5,20 +5,22 @@ import (
 	"errors"
 	"time"
 
+	"github.com/metastore-io/metastore/internal/membererr"
 	"github.com/metastore-io/metastore/internal/raftnode"
 )
 
-// Errors of the server layer. Their texts are etcd's, and pkg/etcdcompat
-// maps each to the gRPC status etcd returns for it.
+// Errors of the server layer. Their texts are etcd's; they are defined in
+// package membererr, where pkg/etcdcompat maps each to the gRPC status
+// etcd returns for it.
 var (
-	ErrStopped          = errors.New("etcdserver: server stopped")
-	ErrTimeout          = errors.New("etcdserver: request timed out")
-	ErrNoLeader         = errors.New("etcdserver: no leader")
-	ErrRequestTooLarge  = errors.New("etcdserver: request is too large")
-	ErrTooManyRequests  = errors.New("etcdserver: too many requests")
-	ErrLeaderChanged    = errors.New("etcdserver: leader changed")
-	ErrUnknownMethod    = errors.New("etcdserver: unknown method")
-	ErrNotImplementedOp = errors.New("etcdserver: request type not supported by this member")
+	ErrStopped          = membererr.ErrStopped
+	ErrTimeout          = membererr.ErrTimeout
+	ErrNoLeader         = membererr.ErrNoLeader
+	ErrRequestTooLarge  = membererr.ErrRequestTooLarge
+	ErrTooManyRequests  = membererr.ErrTooManyRequests
+	ErrLeaderChanged    = membererr.ErrLeaderChanged
+	ErrUnknownMethod    = membererr.ErrUnknownMethod
+	ErrNotImplementedOp = membererr.ErrNotImplementedOp
 )
 
 // proposeError turns a failed proposal (ctx, derived from the caller's

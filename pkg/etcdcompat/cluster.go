@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/metastore-io/metastore/internal/membererr"
 	"github.com/metastore-io/metastore/internal/membership"
-	"github.com/metastore-io/metastore/internal/server"
 )
 
 // ClusterMember is what the Cluster service, MoveLeader and the
@@ -38,17 +38,17 @@ type ClusterMember interface {
 // client-side EtcdError, which gRPC sends as codes.Unknown with the text,
 // exactly as etcd's server does.
 var clusterErrors = map[error]error{
-	membership.ErrIDRemoved:           rpctypes.ErrGRPCMemberNotFound,
-	membership.ErrIDNotFound:          rpctypes.ErrGRPCMemberNotFound,
-	membership.ErrIDExists:            rpctypes.ErrGRPCMemberExist,
-	membership.ErrPeerURLExists:       rpctypes.ErrGRPCPeerURLExist,
-	membership.ErrMemberNotLearner:    rpctypes.ErrGRPCMemberNotLearner,
-	membership.ErrTooManyLearners:     rpctypes.ErrGRPCTooManyLearners,
-	server.ErrNotEnoughStartedMembers: rpctypes.ErrMemberNotEnoughStarted,
-	server.ErrLearnerNotReady:         rpctypes.ErrGRPCLearnerNotReady,
-	server.ErrUnhealthy:               rpctypes.ErrGRPCUnhealthy,
-	server.ErrNotLeader:               rpctypes.ErrGRPCNotLeader,
-	server.ErrBadLeaderTransferee:     rpctypes.ErrGRPCBadLeaderTransferee,
+	membership.ErrIDRemoved:              rpctypes.ErrGRPCMemberNotFound,
+	membership.ErrIDNotFound:             rpctypes.ErrGRPCMemberNotFound,
+	membership.ErrIDExists:               rpctypes.ErrGRPCMemberExist,
+	membership.ErrPeerURLExists:          rpctypes.ErrGRPCPeerURLExist,
+	membership.ErrMemberNotLearner:       rpctypes.ErrGRPCMemberNotLearner,
+	membership.ErrTooManyLearners:        rpctypes.ErrGRPCTooManyLearners,
+	membererr.ErrNotEnoughStartedMembers: rpctypes.ErrMemberNotEnoughStarted,
+	membererr.ErrLearnerNotReady:         rpctypes.ErrGRPCLearnerNotReady,
+	membererr.ErrUnhealthy:               rpctypes.ErrGRPCUnhealthy,
+	membererr.ErrNotLeader:               rpctypes.ErrGRPCNotLeader,
+	membererr.ErrBadLeaderTransferee:     rpctypes.ErrGRPCBadLeaderTransferee,
 }
 
 func toClusterGRPCError(err error) error {

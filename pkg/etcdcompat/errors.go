@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/server"
+	"github.com/metastore-io/metastore/internal/membererr"
 )
 
 // grpcErrors maps MetaStore's errors to the gRPC statuses etcd returns for
@@ -25,14 +25,14 @@ var grpcErrors = map[error]error{
 	kvstore.ErrValueProvided:     rpctypes.ErrGRPCValueProvided,
 	kvstore.ErrLeaseProvided:     rpctypes.ErrGRPCLeaseProvided,
 	kvstore.ErrInvalidSortOption: rpctypes.ErrGRPCInvalidSortOption,
-	server.ErrStopped:            rpctypes.ErrGRPCStopped,
-	server.ErrTimeout:            rpctypes.ErrGRPCTimeout,
-	server.ErrNoLeader:           rpctypes.ErrGRPCNoLeader,
-	server.ErrRequestTooLarge:    rpctypes.ErrGRPCRequestTooLarge,
-	server.ErrTooManyRequests:    rpctypes.ErrTooManyRequests,
-	server.ErrLeaderChanged:      rpctypes.ErrGRPCLeaderChanged,
-	server.ErrNoSpace:            rpctypes.ErrGRPCNoSpace,
-	server.ErrCorrupt:            rpctypes.ErrGRPCCorrupt,
+	membererr.ErrStopped:         rpctypes.ErrGRPCStopped,
+	membererr.ErrTimeout:         rpctypes.ErrGRPCTimeout,
+	membererr.ErrNoLeader:        rpctypes.ErrGRPCNoLeader,
+	membererr.ErrRequestTooLarge: rpctypes.ErrGRPCRequestTooLarge,
+	membererr.ErrTooManyRequests: rpctypes.ErrTooManyRequests,
+	membererr.ErrLeaderChanged:   rpctypes.ErrGRPCLeaderChanged,
+	membererr.ErrNoSpace:         rpctypes.ErrGRPCNoSpace,
+	membererr.ErrCorrupt:         rpctypes.ErrGRPCCorrupt,
 }
 
 // toGRPCError converts an error from the store or the server into the

@@ -20,7 +20,8 @@ type LeaseMember interface {
 	LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error)
 	LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error)
 	// LeaseRenew restarts lease id's TTL (one keep-alive) and returns it;
-	// lease.ErrLeaseNotFound for an unknown or expired lease.
+	// rpctypes.ErrGRPCLeaseNotFound (or MetaStore's lease error) for an
+	// unknown or expired lease.
 	LeaseRenew(ctx context.Context, id int64) (int64, error)
 	LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error)
 	LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error)
@@ -52,6 +53,12 @@ func toLeaseGRPCError(err error) error {
 	return toGRPCError(err)
 }
 
+// isLeaseNotFound tells an unknown or expired lease, as MetaStore's
+// lessor or another member reports it.
+func isLeaseNotFound(err error) bool {
+	return errors.Is(err, lease.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound)
+}
+
 func (ls *leaseService) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
 	resp, err := ls.srv.LeaseGrant(ctx, r)
 	if err != nil {
@@ -75,7 +82,7 @@ func (ls *leaseService) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeReques
 func (ls *leaseService) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
 	resp, err := ls.srv.LeaseTimeToLive(ctx, r)
 	switch {
-	case errors.Is(err, lease.ErrLeaseNotFound):
+	case isLeaseNotFound(err):
 		resp = &pb.LeaseTimeToLiveResponse{Header: &pb.ResponseHeader{}, ID: r.ID, TTL: -1}
 	case err != nil:
 		return nil, toLeaseGRPCError(err)
@@ -90,7 +97,7 @@ func (ls *leaseService) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLi
 func (ls *leaseService) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
 	resp, err := ls.srv.LeaseLeases(ctx, r)
 	switch {
-	case errors.Is(err, lease.ErrLeaseNotFound):
+	case isLeaseNotFound(err):
 		resp = &pb.LeaseLeasesResponse{Header: &pb.ResponseHeader{}, Leases: []*pb.LeaseStatus{}}
 	case err != nil:
 		return nil, toLeaseGRPCError(err)
@@ -130,7 +137,7 @@ func (ls *leaseService) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) err
 		resp.ID = req.ID
 
 		ttl, err := ls.srv.LeaseRenew(ctx, req.ID)
-		if errors.Is(err, lease.ErrLeaseNotFound) {
+		if isLeaseNotFound(err) {
 			ttl, err = 0, nil
 		}
 		if err != nil {

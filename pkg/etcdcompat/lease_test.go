@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/lease"
-	"github.com/metastore-io/metastore/internal/server"
+	"github.com/metastore-io/metastore/internal/membererr"
 )
 
 // fakeLeaseMember is a member with a lease table and no Raft: it answers
@@ -221,7 +221,7 @@ func TestLeaseLeases(t *testing.T) {
 func TestLeaseKeepAlive(t *testing.T) {
 	m := newFakeLeaseMember()
 	m.leases[7] = 60
-	m.renewErrID, m.renewErr = 9, server.ErrNoLeader
+	m.renewErrID, m.renewErr = 9, membererr.ErrNoLeader
 	c := newLeaseClient(t, m)
 	stream, err := c.LeaseKeepAlive(testCtx(t))
 	if err != nil {
@@ -279,7 +279,7 @@ func TestLeaseErrorMapping(t *testing.T) {
 		{lease.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound},
 		{lease.ErrLeaseExists, rpctypes.ErrGRPCLeaseExist},
 		{lease.ErrLeaseTTLTooLarge, rpctypes.ErrGRPCLeaseTTLTooLarge},
-		{server.ErrTimeout, rpctypes.ErrGRPCTimeout},
+		{membererr.ErrTimeout, rpctypes.ErrGRPCTimeout},
 	} {
 		wantStatus(t, toLeaseGRPCError(c.in), c.want)
 	}

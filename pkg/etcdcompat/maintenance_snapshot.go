@@ -1,12 +1,11 @@
 package etcdcompat
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-
-	"github.com/metastore-io/metastore/internal/backup"
 )
 
 // snapshotChunkSize is the blob size of Snapshot's messages, etcd's
@@ -27,18 +26,18 @@ func (m *maintenanceService) Snapshot(_ *pb.SnapshotRequest, stream pb.Maintenan
 	}
 	defer img.Release()
 	total := img.Size()
-	if total < backup.DigestSize {
+	if total < sha256.Size {
 		return toGRPCError(fmt.Errorf("snapshot of %d bytes has no digest", total))
 	}
 	sender := &snapshotSender{
 		stream:  stream,
-		imageAt: total - backup.DigestSize,
+		imageAt: total - sha256.Size,
 		buf:     make([]byte, 0, snapshotChunkSize),
 	}
 	if _, err := img.WriteTo(sender); err != nil {
 		return toGRPCError(err)
 	}
-	if sender.sent != total-backup.DigestSize || len(sender.buf) != backup.DigestSize {
+	if sender.sent != total-sha256.Size || len(sender.buf) != sha256.Size {
 		return toGRPCError(fmt.Errorf("snapshot ended after %d of %d bytes", sender.sent+int64(len(sender.buf)), total))
 	}
 	return sender.send(sender.buf, 0)
@@ -65,7 +64,7 @@ func (s *snapshotSender) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		if s.sent == s.imageAt {
 			// Only the digest is left; it is sent once WriteTo is done.
-			if len(s.buf)+len(p) > backup.DigestSize {
+			if len(s.buf)+len(p) > sha256.Size {
 				return written, errSnapshotTooLong
 			}
 			s.buf = append(s.buf, p...)

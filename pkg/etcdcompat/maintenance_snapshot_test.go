@@ -14,17 +14,17 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/metastore-io/metastore/internal/backup"
+	"github.com/metastore-io/metastore/internal/membererr"
 	"github.com/metastore-io/metastore/internal/memory"
-	"github.com/metastore-io/metastore/internal/server"
 )
 
 // fakeSnapshotMember serves a scripted snapshot image.
 type fakeSnapshotMember struct {
 	Member // nil; only Snapshot is called
-	open   func() (server.SnapshotImage, error)
+	open   func() (SnapshotImage, error)
 }
 
-func (f *fakeSnapshotMember) Snapshot(context.Context) (server.SnapshotImage, error) { return f.open() }
+func (f *fakeSnapshotMember) Snapshot(context.Context) (SnapshotImage, error) { return f.open() }
 
 // scriptedImage announces size and writes data in writes of step bytes,
 // then returns failAfter's error if set.
@@ -96,7 +96,7 @@ func TestSnapshotStreamsEtcdsMessageSequence(t *testing.T) {
 			t.Run(fmt.Sprintf("body%d/write%d", bodyLen, step), func(t *testing.T) {
 				data := fileOf(bodyLen)
 				img := &scriptedImage{size: int64(len(data)), data: data, step: step}
-				c := newMaintenanceClient(t, &fakeSnapshotMember{open: func() (server.SnapshotImage, error) { return img, nil }})
+				c := newMaintenanceClient(t, &fakeSnapshotMember{open: func() (SnapshotImage, error) { return img, nil }})
 				msgs, err := receiveAll(t, c)
 				if err != nil {
 					t.Fatal(err)
@@ -151,7 +151,7 @@ func TestSnapshotOfARealStoreVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := &scriptedImage{size: int64(file.Len()), data: file.Bytes(), step: 64 << 10}
-	c := newMaintenanceClient(t, &fakeSnapshotMember{open: func() (server.SnapshotImage, error) { return img, nil }})
+	c := newMaintenanceClient(t, &fakeSnapshotMember{open: func() (SnapshotImage, error) { return img, nil }})
 	msgs, err := receiveAll(t, c)
 	if err != nil {
 		t.Fatal(err)
@@ -168,31 +168,31 @@ func TestSnapshotOfARealStoreVerifies(t *testing.T) {
 func TestSnapshotErrorsAreEtcds(t *testing.T) {
 	data := fileOf(3 * snapshotChunkSize)
 	cases := map[string]struct {
-		open       func() (server.SnapshotImage, error)
+		open       func() (SnapshotImage, error)
 		want       error
 		wantBlobs  int
 		anyFailure bool
 	}{
 		"member stopping": {
-			open: func() (server.SnapshotImage, error) { return nil, server.ErrStopped },
+			open: func() (SnapshotImage, error) { return nil, membererr.ErrStopped },
 			want: rpctypes.ErrGRPCStopped,
 		},
 		"member stops while streaming": {
-			open: func() (server.SnapshotImage, error) {
-				return &scriptedImage{size: int64(len(data)), data: data[:2*snapshotChunkSize], step: 4096, failAfter: server.ErrStopped}, nil
+			open: func() (SnapshotImage, error) {
+				return &scriptedImage{size: int64(len(data)), data: data[:2*snapshotChunkSize], step: 4096, failAfter: membererr.ErrStopped}, nil
 			},
 			want:      rpctypes.ErrGRPCStopped,
 			wantBlobs: 2,
 		},
 		"image shorter than announced": {
-			open: func() (server.SnapshotImage, error) {
+			open: func() (SnapshotImage, error) {
 				return &scriptedImage{size: int64(len(data)), data: data[:len(data)-1], step: 4096}, nil
 			},
 			wantBlobs:  3,
 			anyFailure: true,
 		},
 		"image longer than announced": {
-			open: func() (server.SnapshotImage, error) {
+			open: func() (SnapshotImage, error) {
 				return &scriptedImage{size: int64(len(data) - 1), data: data, step: 4096}, nil
 			},
 			wantBlobs:  3,

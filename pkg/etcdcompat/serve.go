@@ -89,7 +89,7 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: cfg.Member, hdr: hdr})
 	pb.RegisterClusterServer(gs, &clusterService{srv: cfg.Member})
 	pb.RegisterLeaseServer(gs, newLeaseService(cfg.Member, hdr, cfg.Logger))
-	pb.RegisterWatchServer(gs, newWatchService(cfg.Member.WatchHub(), cfg.Member, cfg.MaxRequestBytes, cfg.Logger))
+	pb.RegisterWatchServer(gs, newWatchService(cfg.Member, cfg.Member, cfg.MaxRequestBytes, cfg.Logger))
 	coord, err := newCoordination(cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("lock and election services: %w", err)

@@ -23,13 +23,13 @@ type memberIdentity interface {
 }
 
 // watchService is etcd's Watch service. Each gRPC stream is relayed to a
-// stream of the watch hub, which holds all of etcd's watch semantics; this
+// member's WatchStream, which holds all of etcd's watch semantics; this
 // layer only decodes requests, fills response headers and splits
 // fragmented responses.
 type watchService struct {
 	pb.UnimplementedWatchServer
-	hub *watch.Hub
-	ids memberIdentity
+	streams watchStreams
+	ids     memberIdentity
 	// fragmentBytes is the size from which a response of a watch created
 	// with fragment=true is split: etcd's --max-request-bytes plus its gRPC
 	// overhead allowance.
@@ -37,17 +37,22 @@ type watchService struct {
 	log           *slog.Logger
 }
 
-func newWatchService(hub *watch.Hub, ids memberIdentity, maxRequestBytes uint, log *slog.Logger) *watchService {
-	return &watchService{hub: hub, ids: ids, fragmentBytes: int(maxRequestBytes) + grpcOverheadBytes, log: log}
+// watchStreams opens the member's watch streams (Member.NewWatchStream).
+type watchStreams interface {
+	NewWatchStream() WatchStream
+}
+
+func newWatchService(streams watchStreams, ids memberIdentity, maxRequestBytes uint, log *slog.Logger) *watchService {
+	return &watchService{streams: streams, ids: ids, fragmentBytes: int(maxRequestBytes) + grpcOverheadBytes, log: log}
 }
 
 // Watch serves one client stream until the client goes away, its receive
-// side fails, or the hub closes. A client that only half-closes (ends its
+// side fails, or the member's watch stream ends. A client that only half-closes (ends its
 // send side) keeps receiving, as with etcd.
 func (ws *watchService) Watch(stream pb.Watch_WatchServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	s := ws.hub.NewStream()
+	s := ws.streams.NewWatchStream()
 	defer s.Close()
 
 	recvErr := make(chan error, 1)
@@ -74,7 +79,7 @@ func (ws *watchService) Watch(stream pb.Watch_WatchServer) error {
 
 // recvLoop hands the client's requests to the hub stream. It returns nil
 // when the client half-closes.
-func (ws *watchService) recvLoop(stream pb.Watch_WatchServer, s *watch.Stream) error {
+func (ws *watchService) recvLoop(stream pb.Watch_WatchServer, s WatchStream) error {
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -106,9 +111,9 @@ func (ws *watchService) recvLoop(stream pb.Watch_WatchServer, s *watch.Stream) e
 }
 
 // sendLoop sends the hub stream's responses in order.
-func (ws *watchService) sendLoop(ctx context.Context, stream pb.Watch_WatchServer, s *watch.Stream) error {
+func (ws *watchService) sendLoop(ctx context.Context, stream pb.Watch_WatchServer, s WatchStream) error {
 	var (
-		batch []watch.Response
+		batch []WatchResponse
 		// Reused for every response: what gRPC is given is the encoded
 		// copy (see sendEncoded), never these.
 		resp   pb.WatchResponse

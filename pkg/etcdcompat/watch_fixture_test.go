@@ -194,7 +194,7 @@ func startWatchServiceWith(t testing.TB, maxRequestBytes uint, opts watch.Option
 	f.hub = hub
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer(grpc.MaxSendMsgSize(math.MaxInt32))
-	pb.RegisterWatchServer(gs, reportingWatch{newWatchService(hub, testIdentity{}, maxRequestBytes, slog.New(slog.DiscardHandler)), f.ended})
+	pb.RegisterWatchServer(gs, reportingWatch{newWatchService(hubStreams{hub}, testIdentity{}, maxRequestBytes, slog.New(slog.DiscardHandler)), f.ended})
 	go func() { _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -210,6 +210,25 @@ func startWatchServiceWith(t testing.TB, maxRequestBytes uint, opts watch.Option
 		hub.Close()
 	})
 	return f
+}
+
+// hubStreams serves the hub's streams as WatchStreams (as the member does).
+type hubStreams struct{ hub *watch.Hub }
+
+func (h hubStreams) NewWatchStream() WatchStream { return &hubStream{Stream: h.hub.NewStream()} }
+
+type hubStream struct {
+	*watch.Stream
+	buf []watch.Response
+}
+
+func (s *hubStream) Next(ctx context.Context, dst []WatchResponse) ([]WatchResponse, error) {
+	var err error
+	s.buf, err = s.Stream.Next(ctx, s.buf[:0])
+	for _, r := range s.buf {
+		dst = append(dst, WatchResponse(r))
+	}
+	return dst, err
 }
 
 // write commits and publishes one revision.

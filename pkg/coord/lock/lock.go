@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	fenced "github.com/metastore-io/metastore/pkg/concurrency/lock"
+	"github.com/metastore-io/metastore/pkg/coord/validation"
 )
 
 // The errors of the design.

@@ -158,7 +158,7 @@ type locker struct {
 	cfg    Config
 	client *clientv3.Client
 	locks  *lock.Locker
-	log   *slog.Logger
+	log    *slog.Logger
 
 	mu     sync.Mutex // guards held and closed
 	held   map[string]*heldLock

@@ -56,14 +56,20 @@ func newSession(t *testing.T, cli *clientv3.Client, opts ...concurrency.SessionO
 // read-modify-write of a counter key and marks itself inside; overlap or a
 // lost increment means two held the lock at once.
 func testMutexExclusion(t *testing.T, e *env) {
-	const sessions, rounds = 20, 5
-	ctx := testContext(t, scenarioTimeout)
-	pfx := keyPrefix(t)
-	counterKey := pfx + "/counter"
 	clients := make([]*clientv3.Client, 4)
 	for i := range clients {
 		clients[i] = e.newClient(t)
 	}
+	mutexExclusion(t, clients)
+}
+
+// mutexExclusion runs the exclusion check with sessions spread over
+// clients.
+func mutexExclusion(t *testing.T, clients []*clientv3.Client) {
+	const sessions, rounds = 20, 5
+	ctx := testContext(t, scenarioTimeout)
+	pfx := keyPrefix(t)
+	counterKey := pfx + "/counter"
 	var inside atomic.Int32
 	errc := make(chan error, sessions)
 	var wg sync.WaitGroup

@@ -10,10 +10,13 @@ import (
 
 // TestMain checks up front that both servers and etcdctl are built, so a
 // missing build fails once with the command to run. Run as the child of
-// testFencingStoppedProcess it is that child instead.
+// testFencingStoppedProcess or testRegistryOwnerDies it is that child instead.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(fencingChildEnv); spec != "" {
 		os.Exit(fencingChild(spec))
+	}
+	if spec := os.Getenv(registryChildEnv); spec != "" {
+		os.Exit(registryChild(spec))
 	}
 	if err := checkBinaries(); err != nil {
 		fmt.Fprintln(os.Stderr, "sdk:", err)

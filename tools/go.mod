@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	go.etcd.io/etcd/etcdctl/v3 v3.6.16
+	go.etcd.io/etcd/etcdutl/v3 v3.6.16
 	go.etcd.io/etcd/server/v3 v3.6.16
 	go.etcd.io/etcd/v3 v3.6.8
 )

@@ -6,10 +6,16 @@ import (
 	"io"
 	"math"
 	"strings"
-
-	"github.com/metastore-io/metastore/internal/backup"
-	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
+
+// snapshotStatus is what snapshot status prints, etcdutl's figures.
+type snapshotStatus struct {
+	Hash      uint32
+	Revision  int64
+	TotalKey  int64
+	TotalSize int64
+	Version   string
+}
 
 // statusJSON is `snapshot status -w json`, field for field etcdutl's.
 type statusJSON struct {
@@ -22,7 +28,7 @@ type statusJSON struct {
 
 // statusPrinter returns the printer of an output format etcdutl knows for
 // snapshot status.
-func statusPrinter(format string) (func(io.Writer, backup.Status) error, error) {
+func statusPrinter(format string) (func(io.Writer, snapshotStatus) error, error) {
 	switch format {
 	case "simple":
 		return printStatusSimple, nil
@@ -34,28 +40,26 @@ func statusPrinter(format string) (func(io.Writer, backup.Status) error, error) 
 	return nil, fmt.Errorf("unsupported output format %q: want simple, table or json", format)
 }
 
-// statusRow is the header and the row etcdutl prints. Version is the
-// storage version a member reports: every snapshot this format version
-// holds was saved from a member reporting it.
-func statusRow(st backup.Status) (header, row []string) {
+// statusRow is the header and the row etcdutl prints.
+func statusRow(st snapshotStatus) (header, row []string) {
 	return []string{"hash", "revision", "total keys", "total size", "version"},
 		[]string{
 			fmt.Sprintf("%x", st.Hash),
 			fmt.Sprint(st.Revision),
 			fmt.Sprint(st.TotalKey),
 			humanBytes(uint64(st.TotalSize)),
-			etcdcompat.StorageVersion,
+			st.Version,
 		}
 }
 
-func printStatusSimple(w io.Writer, st backup.Status) error {
+func printStatusSimple(w io.Writer, st snapshotStatus) error {
 	_, row := statusRow(st)
 	_, err := fmt.Fprintln(w, strings.Join(row, ", "))
 	return err
 }
 
-func printStatusJSON(w io.Writer, st backup.Status) error {
-	b, err := json.Marshal(statusJSON{Hash: st.Hash, Revision: st.Revision, TotalKey: st.TotalKey, TotalSize: st.TotalSize, Version: etcdcompat.StorageVersion})
+func printStatusJSON(w io.Writer, st snapshotStatus) error {
+	b, err := json.Marshal(statusJSON{Hash: st.Hash, Revision: st.Revision, TotalKey: st.TotalKey, TotalSize: st.TotalSize, Version: st.Version})
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)
 	}
@@ -65,7 +69,7 @@ func printStatusJSON(w io.Writer, st backup.Status) error {
 
 // printStatusTable draws the table as etcdutl's (tablewriter with its
 // defaults): upper-case headers centred, cells aligned right.
-func printStatusTable(w io.Writer, st backup.Status) error {
+func printStatusTable(w io.Writer, st snapshotStatus) error {
 	header, row := statusRow(st)
 	widths := make([]int, len(header))
 	for i := range header {

@@ -30,7 +30,7 @@ const (
 )
 
 func TestStatusPrintersMatchEtcdutl(t *testing.T) {
-	st := backup.Status{Hash: 0x8585851e, Revision: 2, TotalKey: 1, TotalSize: 20480}
+	st := snapshotStatus{Hash: 0x8585851e, Revision: 2, TotalKey: 1, TotalSize: 20480, Version: "3.6.0"}
 	for format, want := range map[string]string{"table": etcdutlTable, "simple": etcdutlSimple, "json": etcdutlJSON} {
 		printer, err := statusPrinter(format)
 		if err != nil {
@@ -127,6 +127,8 @@ func TestSnapshotCommandUsageErrors(t *testing.T) {
 		{"snapshot", "restore"},
 		{"snapshot", "restore", path, "--storage-engine", "bbolt"},
 		{"snapshot", "restore", path, "--initial-advertise-peer-urls", "localhost"},
+		{"snapshot", "restore", path, "--bump-revision", "10"},
+		{"snapshot", "restore", path, "--mark-compacted"},
 	} {
 		_, err := runRoot(args...)
 		var ue usageError

@@ -33,6 +33,10 @@ const (
 // File is an open snapshot file whose framing and digest were verified.
 // The records are checked again (order, count, CRC) as they are read.
 type File struct {
+	// Progress, if set, is told now and then how many of the image's
+	// bytes Records (and so LoadInto) has decoded.
+	Progress func(done, total int64)
+
 	path     string
 	f        *os.File
 	size     int64
@@ -150,7 +154,37 @@ func (f *File) BodySize() int64 { return f.size - DigestSize }
 // CRC can only be checked at its end, so a nil error is what says the
 // records were genuine; an error from fn stops the walk and is returned.
 func (f *File) Records(fn func(key, value []byte) error) (uint64, error) {
-	return decodeImage(f.f, f.imageLen, f.path, fn)
+	var r io.ReaderAt = f.f
+	if f.Progress != nil {
+		r = &progressReader{r: f.f, total: f.imageLen, progress: f.Progress}
+	}
+	n, err := decodeImage(r, f.imageLen, f.path, fn)
+	if err == nil && f.Progress != nil {
+		f.Progress(f.imageLen, f.imageLen)
+	}
+	return n, err
+}
+
+// progressReader reports how far a sequential reader has read, every
+// progressStep bytes.
+type progressReader struct {
+	r        io.ReaderAt
+	read     int64
+	next     int64
+	total    int64
+	progress func(done, total int64)
+}
+
+const progressStep = 4 << 20
+
+func (p *progressReader) ReadAt(b []byte, off int64) (int, error) {
+	n, err := p.r.ReadAt(b, off)
+	p.read = max(p.read, off+int64(n))
+	if p.read >= p.next {
+		p.next = p.read + progressStep
+		p.progress(min(p.read, p.total), p.total)
+	}
+	return n, err
 }
 
 // decodeImage decodes the image at the start of a verified file.

@@ -70,24 +70,15 @@ func (c *Cluster) Load(r AuxReader) error {
 	removed := map[uint64]bool{}
 	var decodeErr error
 	err := r.AscendAux(Bucket, func(key, value []byte) bool {
-		if len(key) != 9 {
-			decodeErr = fmt.Errorf("membership: malformed key %x", key)
+		m, removedID, err := DecodeRecord(key, value)
+		switch {
+		case err != nil:
+			decodeErr = err
 			return false
-		}
-		id := binary.BigEndian.Uint64(key[1:])
-		switch key[0] {
-		case memberKeyPrefix:
-			m := &membershippb.Member{}
-			if err := m.Unmarshal(value); err != nil {
-				decodeErr = fmt.Errorf("membership: decode member %x: %w", id, err)
-				return false
-			}
-			members[id] = m
-		case removedKeyPrefix:
-			removed[id] = true
+		case m != nil:
+			members[m.ID] = m
 		default:
-			decodeErr = fmt.Errorf("membership: unknown key %x", key)
-			return false
+			removed[removedID] = true
 		}
 		return true
 	})
@@ -219,6 +210,27 @@ func (c *Cluster) persist(w AuxWriter, m *membershippb.Member) {
 		panic(fmt.Sprintf("membership: marshal member: %v", err))
 	}
 	w.PutAux(Bucket, key(memberKeyPrefix, m.ID), data)
+}
+
+// DecodeRecord decodes one entry of Bucket (key without the bucket
+// byte): a member, or the ID of a removed member. Converters of whole
+// backends (internal/etcdsnap) use it; a running member uses Load.
+func DecodeRecord(key, value []byte) (m *membershippb.Member, removedID uint64, err error) {
+	if len(key) != 9 {
+		return nil, 0, fmt.Errorf("membership: malformed key %x", key)
+	}
+	id := binary.BigEndian.Uint64(key[1:])
+	switch key[0] {
+	case memberKeyPrefix:
+		m := &membershippb.Member{}
+		if err := m.Unmarshal(value); err != nil {
+			return nil, 0, fmt.Errorf("membership: decode member %x: %w", id, err)
+		}
+		return m, 0, nil
+	case removedKeyPrefix:
+		return nil, id, nil
+	}
+	return nil, 0, fmt.Errorf("membership: unknown key %x", key)
 }
 
 func key(prefix byte, id uint64) []byte {

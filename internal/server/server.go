@@ -135,6 +135,9 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: create data dir %s: %w", memberDir, err)
 	}
+	if err := removeStaleSnapshotImages(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	who, err := resolveIdentity(cfg, memberDir, peerHTTPClient(cfg.PeerTLS))
 	if err != nil {
 		return nil, err

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
-	"github.com/metastore-io/metastore/internal/backup"
+	"github.com/metastore-io/metastore/internal/etcdsnap"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -18,24 +20,45 @@ import (
 // its start and end.
 const snapshotProgressInterval = 5 * time.Second
 
-// SnapshotImage is a point-in-time image of this member's whole state as
-// a snapshot file (package backup): what Maintenance.Snapshot streams to
-// `etcdctl snapshot save`. It holds a read view of the store open, which
-// neither writes, apply nor other reads wait for.
+// SnapshotImage is a point-in-time image of this member's whole state in
+// etcd's snapshot format (package etcdsnap): what Maintenance.Snapshot
+// streams to `etcdctl snapshot save`, so that etcdutl and etcd take the
+// file as one of their own.
 type SnapshotImage interface {
 	// Size is the number of bytes WriteTo writes; the last
-	// backup.DigestSize of them are the sha256 digest of the others.
+	// etcdsnap.DigestSize of them are the sha256 digest of the others.
 	Size() int64
 	// WriteTo writes the file. It stops with ErrStopped once the member
 	// begins to stop.
 	WriteTo(w io.Writer) (int64, error)
-	// Release lets the image go; call it once, after WriteTo.
+	// Release lets the image go (and removes its file); call it once,
+	// after WriteTo.
 	Release()
 }
 
-// Snapshot opens an image of the state as of the last applied entry.
-// Sizing it takes a pass over every key (a sender announces the size up
-// front, as etcd does from its database file), which ctx can cut short.
+// snapshotTempDir is where images are built, under the data dir: an etcd
+// snapshot is a bbolt database, which only exists as a file, and the
+// data dir is the disk the operator sized for the store's data. Files
+// left by a member that died while sending are removed on start.
+func snapshotTempDir(dataDir string) string {
+	return filepath.Join(dataDir, "member", "snapshot.tmp")
+}
+
+// removeStaleSnapshotImages deletes what a previous run of the member left
+// in snapshotTempDir.
+func removeStaleSnapshotImages(dataDir string) error {
+	if err := os.RemoveAll(snapshotTempDir(dataDir)); err != nil {
+		return fmt.Errorf("server: remove stale snapshot images: %w", err)
+	}
+	return nil
+}
+
+// Snapshot builds an image of the state as of the last applied entry: it
+// converts a read view of the store (which neither writes, apply nor
+// other reads wait for) into a bbolt file in snapshotTempDir, a pass over
+// every key that ctx can cut short, and releases the view once the file
+// is complete. The file's size is the size announced to the client, as
+// etcd announces its database's.
 func (s *Server) Snapshot(ctx context.Context) (SnapshotImage, error) {
 	s.imagesMu.Lock()
 	if s.imagesClosed {
@@ -44,52 +67,77 @@ func (s *Server) Snapshot(ctx context.Context) (SnapshotImage, error) {
 	}
 	s.images.Add(1)
 	s.imagesMu.Unlock()
-	view := s.kv.SnapshotView()
-	size, err := backup.Size(ctx, view)
+	img, err := s.buildSnapshotImage(ctx)
 	if err != nil {
-		view.Release()
 		s.images.Done()
+		return nil, err
+	}
+	return img, nil
+}
+
+func (s *Server) buildSnapshotImage(ctx context.Context) (*snapshotImage, error) {
+	dir := snapshotTempDir(s.cfg.DataDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: create %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, "etcd-snapshot-*.db")
+	if err != nil {
+		return nil, fmt.Errorf("server: create snapshot image: %w", err)
+	}
+	path := f.Name()
+	if err := errors.Join(f.Close(), os.Remove(path)); err != nil {
+		return nil, fmt.Errorf("server: reserve snapshot image name: %w", err)
+	}
+	start := time.Now()
+	view := s.kv.SnapshotView()
+	db, err := etcdsnap.Build(ctx, path, view)
+	view.Release()
+	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
 		if errors.Is(err, kvstore.ErrClosed) {
 			return nil, ErrStopped
 		}
-		return nil, fmt.Errorf("server: size snapshot: %w", err)
+		return nil, fmt.Errorf("server: build snapshot image: %w", err)
 	}
-	return &snapshotImage{view: view, size: size, log: s.log, stopping: s.stopping, done: s.images.Done}, nil
+	s.log.Info("built database snapshot", "path", path, "size", db.Size(), "took", time.Since(start))
+	return &snapshotImage{db: db, log: s.log, stopping: s.stopping, done: s.images.Done}, nil
 }
 
-// snapshotImage is a SnapshotImage over a store view.
+// snapshotImage is a SnapshotImage over a built etcd database.
 type snapshotImage struct {
-	view     kvstore.ReadView
-	size     int64
+	db       *etcdsnap.DB
 	log      *slog.Logger
 	stopping <-chan struct{}
 	done     func() // tells the server the view is released
 	released atomic.Bool
 }
 
-func (i *snapshotImage) Size() int64 { return i.size }
+func (i *snapshotImage) Size() int64 { return i.db.Size() }
 
 // WriteTo streams the file and logs its progress as etcd does ("sending
 // database snapshot to client"), plus a line every
 // snapshotProgressInterval while it goes on.
 func (i *snapshotImage) WriteTo(w io.Writer) (int64, error) {
 	start := time.Now()
-	i.log.Info("sending database snapshot to client", "total-bytes", i.size)
+	size := i.db.Size()
+	i.log.Info("sending database snapshot to client", "total-bytes", size)
 	pw := &progressWriter{w: w, img: i, start: start, nextLog: start.Add(snapshotProgressInterval)}
-	n, err := backup.Write(pw, i.view)
-	if err == nil && n != i.size {
-		// The view cannot change, so this would be a bug in the sizing.
-		err = fmt.Errorf("server: snapshot wrote %d bytes, announced %d", n, i.size)
+	n, err := i.db.WriteTo(pw)
+	if err == nil && n != size {
+		// The file cannot change, so this would be a bug in the sizing.
+		err = fmt.Errorf("server: snapshot wrote %d bytes, announced %d", n, size)
 	}
 	if err != nil {
-		i.log.Warn("failed to send database snapshot to client",
-			"sent-bytes", pw.sent, "total-bytes", i.size, "took", time.Since(start), "error", err)
-		if errors.Is(err, kvstore.ErrClosed) {
-			err = ErrStopped
+		select {
+		case <-i.stopping:
+			// bbolt's copy does not wrap its writer's error.
+			err = fmt.Errorf("%w (%w)", ErrStopped, err)
+		default:
 		}
+		i.log.Warn("failed to send database snapshot to client",
+			"sent-bytes", pw.sent, "total-bytes", size, "took", time.Since(start), "error", err)
 		return n, err
 	}
 	i.log.Info("successfully sent database snapshot to client", "total-bytes", n, "took", time.Since(start))
@@ -98,7 +146,9 @@ func (i *snapshotImage) WriteTo(w io.Writer) (int64, error) {
 
 func (i *snapshotImage) Release() {
 	if i.released.CompareAndSwap(false, true) {
-		i.view.Release()
+		if err := i.db.Close(); err != nil {
+			i.log.Warn("could not remove a sent snapshot image", "error", err)
+		}
 		i.done()
 	}
 }
@@ -125,7 +175,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 	if now := time.Now(); !now.Before(p.nextLog) {
 		p.nextLog = now.Add(snapshotProgressInterval)
 		p.img.log.Info("sending database snapshot to client",
-			"sent-bytes", p.sent, "total-bytes", p.img.size, "took", now.Sub(p.start))
+			"sent-bytes", p.sent, "total-bytes", p.img.db.Size(), "took", now.Sub(p.start))
 	}
 	return n, err
 }

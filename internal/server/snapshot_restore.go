@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/backup"
+	"github.com/metastore-io/metastore/internal/etcdsnap"
 	"github.com/metastore-io/metastore/internal/fileutil"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
@@ -39,11 +40,27 @@ type RestoreConfig struct {
 	InitialCluster      []membership.InitialMember
 	InitialClusterToken string
 	PeerURLs            []string
+	// SkipHashCheck accepts an etcd snapshot without a digest (a db
+	// file copied from a data dir) or with a wrong one, as etcdutl's
+	// --skip-hash-check. MetaStore's own format is always verified.
+	SkipHashCheck bool
+	// RevisionBump and MarkCompacted are etcdutl's --bump-revision and
+	// --mark-compacted: raise the restored store's revision by
+	// RevisionBump and mark it compacted (both or neither).
+	RevisionBump  uint64
+	MarkCompacted bool
 	// OpenBackend opens the storage engine of a data dir, the engine
 	// the member will be started with (as for Config.Backend).
 	OpenBackend func(dataDir string) (kvstore.Backend, error)
-	Logger      *slog.Logger
+	// Progress, if set, is told now and then how many of total units
+	// (records of an etcd snapshot, bytes of a MetaStore one) are loaded.
+	Progress func(done, total int64)
+	Logger   *slog.Logger
 }
+
+// ErrBumpWithoutCompact is etcdutl's refusal of --bump-revision without
+// --mark-compacted or the other way round.
+var ErrBumpWithoutCompact = errors.New("--mark-compacted required if --revision-bump > 0")
 
 // RestoreSnapshot creates cfg.DataDir from a snapshot file, as etcdutl
 // snapshot restore does: the new member starts with the snapshot's keys,
@@ -68,6 +85,9 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 	if cfg.DataDir == "" {
 		return errors.New("restore snapshot: no data dir")
 	}
+	if (cfg.RevisionBump > 0) != cfg.MarkCompacted || cfg.RevisionBump > math.MaxInt64/2 {
+		return ErrBumpWithoutCompact
+	}
 	if err := checkEmptyDir(cfg.DataDir); err != nil {
 		return err
 	}
@@ -80,12 +100,16 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
-	file, err := backup.Open(cfg.SnapshotPath)
+	src, err := openSnapshotSource(cfg)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
-	defer file.Close()
-	cfg.Logger.Info("restoring snapshot", "path", cfg.SnapshotPath, "data-dir", cfg.DataDir,
+	defer func() {
+		if err := src.close(); err != nil {
+			cfg.Logger.Warn("could not close the snapshot file", "error", err)
+		}
+	}()
+	cfg.Logger.Info("restoring snapshot", "path", cfg.SnapshotPath, "format", src.format, "data-dir", cfg.DataDir,
 		"member-id", fmt.Sprintf("%x", who.memberID), "cluster-id", fmt.Sprintf("%x", who.clusterID))
 
 	parent := filepath.Dir(filepath.Clean(cfg.DataDir))
@@ -104,7 +128,7 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 			}
 		}
 	}()
-	rev, err := buildDataDir(cfg, staging, file, who)
+	rev, err := buildDataDir(cfg, staging, src, who)
 	if err != nil {
 		return fmt.Errorf("restore snapshot %s: %w", cfg.SnapshotPath, err)
 	}
@@ -139,9 +163,64 @@ func checkEmptyDir(dir string) error {
 	return nil
 }
 
+// snapshotSource is a verified snapshot file of either format, ready to
+// load into an empty storage engine.
+type snapshotSource struct {
+	format string
+	// load fills the engine and returns a compaction the store must
+	// still run once open (an etcd file's unfinished one), or 0.
+	load  func(b kvstore.Backend) (scheduledCompact int64, err error)
+	close func() error
+}
+
+// openSnapshotSource tells the formats apart by their first bytes (a
+// bbolt database's magic, or MetaStore's) and verifies the file's
+// digest before anything is created.
+func openSnapshotSource(cfg RestoreConfig) (*snapshotSource, error) {
+	isEtcd, err := etcdsnap.IsDBFile(cfg.SnapshotPath)
+	if err != nil {
+		return nil, err
+	}
+	if !isEtcd {
+		file, err := backup.Open(cfg.SnapshotPath)
+		if err != nil {
+			return nil, err
+		}
+		file.Progress = cfg.Progress
+		return &snapshotSource{
+			format: "metastore",
+			load: func(b kvstore.Backend) (int64, error) {
+				_, err := file.LoadInto(b)
+				return 0, err
+			},
+			close: file.Close,
+		}, nil
+	}
+	if err := etcdsnap.VerifyDigest(cfg.SnapshotPath, cfg.SkipHashCheck); err != nil {
+		return nil, err
+	}
+	file, err := etcdsnap.Open(cfg.SnapshotPath)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshotSource{
+		format: "etcd",
+		load: func(b kvstore.Backend) (int64, error) {
+			ld, err := file.LoadInto(b, cfg.Progress, cfg.Logger)
+			if err != nil {
+				return 0, err
+			}
+			cfg.Logger.Info("loaded etcd snapshot", "revision", ld.Revision, "compact-revision", ld.CompactRev,
+				"records", ld.Keys, "leases", ld.Leases)
+			return ld.ScheduledCompactRev, nil
+		},
+		close: file.Close,
+	}, nil
+}
+
 // buildDataDir writes the member's data dir into dir and returns the
 // store revision it holds.
-func buildDataDir(cfg RestoreConfig, dir string, file *backup.File, who identity) (rev int64, err error) {
+func buildDataDir(cfg RestoreConfig, dir string, src *snapshotSource, who identity) (rev int64, err error) {
 	memberDir := filepath.Join(dir, "member")
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
 		return 0, fmt.Errorf("create %s: %w", memberDir, err)
@@ -151,14 +230,18 @@ func buildDataDir(cfg RestoreConfig, dir string, file *backup.File, who identity
 		return 0, fmt.Errorf("open storage engine: %w", err)
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
-	if _, err := file.LoadInto(b); err != nil {
+	scheduledCompact, err := src.load(b)
+	if err != nil {
 		return 0, err
 	}
 	kv, err := kvstore.Open(b, kvstore.Options{Logger: cfg.Logger})
 	if err != nil {
-		return 0, fmt.Errorf("%w: its content is not a MetaStore store: %w", backup.ErrCorrupt, err)
+		return 0, fmt.Errorf("the snapshot's content is not a store a member can start from: %w", err)
 	}
 	defer func() { err = errors.Join(err, kv.Close()) }()
+	if err := finishRevisions(kv, scheduledCompact, cfg); err != nil {
+		return 0, err
+	}
 
 	meta := raftpb.SnapshotMetadata{Index: uint64(len(who.bootstrap)), Term: restoredTerm}
 	for _, p := range who.bootstrap {
@@ -182,6 +265,22 @@ func buildDataDir(cfg RestoreConfig, dir string, file *backup.File, who identity
 		return 0, err
 	}
 	return kv.Rev(), nil
+}
+
+// finishRevisions runs an etcd file's unfinished compaction, as etcd
+// does on start, then etcdutl's --bump-revision --mark-compacted.
+func finishRevisions(kv *kvstore.Store, scheduledCompact int64, cfg RestoreConfig) error {
+	if scheduledCompact > kv.CompactRev() {
+		if _, err := kv.Compact(min(scheduledCompact, kv.Rev())); err != nil && !errors.Is(err, kvstore.ErrCompacted) {
+			return fmt.Errorf("run the snapshot's scheduled compaction at %d: %w", scheduledCompact, err)
+		}
+	}
+	if cfg.MarkCompacted {
+		if err := kv.BumpRevision(int64(cfg.RevisionBump)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resetMembers replaces the member list with the initial cluster's, as

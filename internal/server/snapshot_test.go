@@ -15,6 +15,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/backup"
+	"github.com/metastore-io/metastore/internal/etcdsnap"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
@@ -110,20 +111,16 @@ func TestRestoredMemberHoldsTheSnapshotsState(t *testing.T) {
 				t.Fatal(err)
 			}
 			revAtSnapshot := src.Rev()
-			srcHash, err := src.Hash()
-			if err != nil {
-				t.Fatal(err)
-			}
 			path := saveSnapshot(t, ctx, src)
 			mustPut(t, src, ctx, "after-the-snapshot", 0)
 			src.Stop()
 
-			st, err := backup.ReadStatus(path)
+			st, err := etcdsnap.ReadStatus(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.Revision != revAtSnapshot || st.TotalKey != 31 || st.Hash != srcHash {
-				t.Fatalf("status %+v: want revision %d, 31 keys, hash %x (the member's at the snapshot)", st, revAtSnapshot, srcHash)
+			if st.Revision != revAtSnapshot || st.TotalKey != 31 || st.Version != "3.6.0" {
+				t.Fatalf("status %+v: want revision %d, 31 keys, version 3.6.0", st, revAtSnapshot)
 			}
 
 			cfg := restoredConfig(t, filepath.Join(t.TempDir(), "restored"))
@@ -196,7 +193,7 @@ func TestSnapshotIsPointInTimeWhileWritesGoOn(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := backup.ReadStatus(path)
+	st, err := etcdsnap.ReadStatus(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,10 +271,11 @@ func TestRestoreRefusesAndLeavesNothingBehind(t *testing.T) {
 		change func(*RestoreConfig)
 		want   string
 	}{
-		"corrupt file":    {func(c *RestoreConfig) { c.SnapshotPath = corrupt }, corrupt + ": not a valid MetaStore snapshot file: sha256 mismatch"},
-		"truncated file":  {func(c *RestoreConfig) { c.SnapshotPath = truncated }, truncated + ": not a valid MetaStore snapshot file: sha256 mismatch"},
-		"missing file":    {func(c *RestoreConfig) { c.SnapshotPath = good + ".absent" }, "no such file"},
-		"name not listed": {func(c *RestoreConfig) { c.Name = "stranger" }, `couldn't find local name "stranger"`},
+		"corrupt file":                {func(c *RestoreConfig) { c.SnapshotPath = corrupt }, corrupt + ": not a valid etcd snapshot file: expected sha256"},
+		"truncated file":              {func(c *RestoreConfig) { c.SnapshotPath = truncated }, truncated + ": not a valid etcd snapshot file: expected sha256"},
+		"bump without mark-compacted": {func(c *RestoreConfig) { c.RevisionBump = 10 }, "--mark-compacted required"},
+		"missing file":                {func(c *RestoreConfig) { c.SnapshotPath = good + ".absent" }, "no such file"},
+		"name not listed":             {func(c *RestoreConfig) { c.Name = "stranger" }, `couldn't find local name "stranger"`},
 		"engine fails": {func(c *RestoreConfig) {
 			c.OpenBackend = func(string) (kvstore.Backend, error) { return nil, errors.New("disk on fire") }
 		}, "disk on fire"},
@@ -313,4 +311,86 @@ func TestRestoreRefusesAndLeavesNothingBehind(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestRestoreBumpsRevisionAndMarksItCompacted is a Kubernetes-style
+// restore (--bump-revision --mark-compacted): the restored member's
+// revision is the snapshot's plus the bump, every older revision is
+// compacted, and the next write takes the revision after the bump.
+func TestRestoreBumpsRevisionAndMarksItCompacted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	src := startServer(t, testConfig(t, t.TempDir()))
+	for i := range 10 {
+		mustPut(t, src, ctx, fmt.Sprintf("key/%d", i%3), 0)
+	}
+	rev := src.Rev()
+	path := saveSnapshot(t, ctx, src)
+	src.Stop()
+
+	cfg := restoredConfig(t, filepath.Join(t.TempDir(), "restored"))
+	rc := restoreConfigFor(cfg, path, openMemory)
+	rc.RevisionBump, rc.MarkCompacted = 1000, true
+	if err := RestoreSnapshot(rc); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backend = memory.New()
+	// The memory engine keeps nothing on disk: the member restarts from
+	// the restored raft snapshot file.
+	s := startServer(t, cfg)
+	defer s.Stop()
+	if s.Rev() != rev+1000 || s.kv.CompactRev() != rev+1000 {
+		t.Fatalf("restored member at revision %d compacted at %d, want both %d", s.Rev(), s.kv.CompactRev(), rev+1000)
+	}
+	if _, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("key/0"), Revision: rev}); !errors.Is(err, kvstore.ErrCompacted) {
+		t.Fatalf("read at the snapshot's revision: %v, want ErrCompacted", err)
+	}
+	got, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("key/"), RangeEnd: []byte("key0")})
+	if err != nil || got.Count != 3 {
+		t.Fatalf("keys after the bump: %v, %v; want 3", got, err)
+	}
+	put, err := s.Put(ctx, &pb.PutRequest{Key: []byte("new"), Value: []byte("v")})
+	if err != nil || put.Header.Revision != rev+1001 {
+		t.Fatalf("first write: %v, %v; want revision %d", put, err, rev+1001)
+	}
+}
+
+// TestRestoreOfMetaStoresOldFormat: files saved before snapshots were in
+// etcd's format (package backup) still restore.
+func TestRestoreOfMetaStoresOldFormat(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	src := startServer(t, testConfig(t, t.TempDir()))
+	for i := range 10 {
+		mustPut(t, src, ctx, fmt.Sprintf("key/%d", i), 0)
+	}
+	rev := src.Rev()
+	view := src.kv.SnapshotView()
+	var buf bytes.Buffer
+	_, err := backup.Write(&buf, view)
+	view.Release()
+	src.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := restoredConfig(t, filepath.Join(t.TempDir(), "restored"))
+	var progressed int64
+	rc := restoreConfigFor(cfg, path, openMemory)
+	rc.Progress = func(done, total int64) { progressed = done }
+	if err := RestoreSnapshot(rc); err != nil {
+		t.Fatal(err)
+	}
+	if progressed == 0 {
+		t.Error("no progress was reported")
+	}
+	cfg.Backend = memory.New()
+	s := startServer(t, cfg)
+	defer s.Stop()
+	if s.Rev() != rev {
+		t.Fatalf("restored member at revision %d, want %d", s.Rev(), rev)
+	}
 }

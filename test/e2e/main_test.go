@@ -27,8 +27,18 @@ func checkBinaries() error {
 	if err != nil {
 		return err
 	}
-	if err := framework.RequireBinary(target.BinaryPath(root), target.BuildHint()); err != nil {
-		return err
+	// The snapshot interop tests run both servers and etcdutl whatever
+	// the target.
+	for _, bin := range []struct{ path, hint string }{
+		{target.BinaryPath(root), target.BuildHint()},
+		{framework.TargetMetaStore.BinaryPath(root), framework.TargetMetaStore.BuildHint()},
+		{framework.TargetEtcd.BinaryPath(root), framework.TargetEtcd.BuildHint()},
+		{framework.EtcdctlPath(root), "make tools"},
+		{framework.EtcdutlPath(root), "make tools"},
+	} {
+		if err := framework.RequireBinary(bin.path, bin.hint); err != nil {
+			return err
+		}
 	}
-	return framework.RequireBinary(framework.EtcdctlPath(root), "make tools")
+	return nil
 }

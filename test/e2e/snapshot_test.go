@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -125,20 +126,6 @@ func TestSnapshotSaveWithEtcdctl(t *testing.T) {
 	requireLogContains(t, s.member(), "successfully sent database snapshot to client")
 }
 
-// requireRestoreTarget skips the restore tests against etcd: etcd
-// restores with etcdutl, which reads only its own (bbolt) files, and
-// `metastore snapshot` reads only MetaStore's.
-func requireRestoreTarget(t *testing.T) {
-	t.Helper()
-	target, err := framework.TargetFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if target != framework.TargetMetaStore {
-		t.Skipf("snapshot restore is `metastore snapshot restore`; etcd restores its own files with etcdutl (target %s)", target)
-	}
-}
-
 // flagValue is the last value of --name=value in args ("" if absent).
 func flagValue(args []string, name string) string {
 	value := ""
@@ -150,20 +137,23 @@ func flagValue(args []string, name string) string {
 	return value
 }
 
-// runMetaStore runs the metastore binary with args and returns its
+// runSnapshotTool runs `snapshot status|restore` with the tool of c's
+// target (etcdutl for etcd, metastore for MetaStore) and returns its
 // combined output.
-func runMetaStore(ctx context.Context, t *testing.T, c *framework.Cluster, args ...string) (string, error) {
+func runSnapshotTool(ctx context.Context, t *testing.T, c *framework.Cluster, args ...string) (string, error) {
 	t.Helper()
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(runCtx, framework.TargetMetaStore.BinaryPath(c.RepoRoot()), args...).CombinedOutput()
+	cmd := exec.CommandContext(runCtx, c.Target().SnapshotTool(c.RepoRoot()), args...)
+	cmd.Env = framework.ProcessEnv()
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
 // restoreInto replaces the data dirs of c's members (stopped) with
-// restores of the snapshot at path, made with each member's own flags,
-// and starts them again.
-func restoreInto(ctx context.Context, t *testing.T, c *framework.Cluster, path string) {
+// restores of the snapshot at path, made by the tool of c's target with
+// each member's own flags plus extra, and starts them again.
+func restoreInto(ctx context.Context, t *testing.T, c *framework.Cluster, path string, extra ...string) {
 	t.Helper()
 	for _, m := range c.Members() {
 		if _, err := m.Stop(stopTimeout); err != nil {
@@ -175,19 +165,18 @@ func restoreInto(ctx context.Context, t *testing.T, c *framework.Cluster, path s
 			t.Fatal(err)
 		}
 		args := m.Args()
-		engine := flagValue(args, "storage-engine")
-		if engine == "" {
-			engine = "memory"
+		restore := []string{"snapshot", "restore", path,
+			"--data-dir=" + m.DataDir(),
+			"--name=" + m.Name(),
+			"--initial-cluster=" + flagValue(args, "initial-cluster"),
+			"--initial-cluster-token=" + flagValue(args, "initial-cluster-token"),
+			"--initial-advertise-peer-urls=" + m.PeerURL()}
+		if c.Target() == framework.TargetMetaStore {
+			restore = append(restore, "--storage-engine="+cmp.Or(flagValue(args, "storage-engine"), "memory"))
 		}
-		out, err := runMetaStore(ctx, t, c, "snapshot", "restore", path,
-			"--data-dir="+m.DataDir(),
-			"--name="+m.Name(),
-			"--initial-cluster="+flagValue(args, "initial-cluster"),
-			"--initial-cluster-token="+flagValue(args, "initial-cluster-token"),
-			"--initial-advertise-peer-urls="+m.PeerURL(),
-			"--storage-engine="+engine)
+		out, err := runSnapshotTool(ctx, t, c, append(restore, extra...)...)
 		if err != nil {
-			t.Fatalf("metastore snapshot restore for %s: %v\n%s", m.Name(), err, out)
+			t.Fatalf("%s for %s: %v\n%s", strings.Join(restore[:2], " "), m.Name(), err, out)
 		}
 	}
 	for _, m := range c.Members() {
@@ -223,11 +212,7 @@ func requireRestoredState(ctx context.Context, t *testing.T, c *framework.Cluste
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for _, k := range ttl.Keys {
-		keys = append(keys, string(k))
-	}
-	slices.Sort(keys)
+	keys := attachedKeys(ttl)
 	if ttl.GrantedTTL != snapshotLeaseTTL || ttl.TTL <= 0 || !slices.Equal(keys, []string{"/snap/leased/a", "/snap/leased/b"}) {
 		t.Fatalf("restored lease: granted %d, remaining %d, keys %v; want %d, >0, both leased keys", ttl.GrantedTTL, ttl.TTL, keys, snapshotLeaseTTL)
 	}
@@ -253,27 +238,32 @@ func requireRestoredState(ctx context.Context, t *testing.T, c *framework.Cluste
 	}
 }
 
-// snapshotStatus runs `metastore snapshot status -w json`.
+// snapshotStatus runs `snapshot status -w json` with the target's tool.
 func snapshotStatus(ctx context.Context, t *testing.T, c *framework.Cluster, path string) (st struct {
 	Revision  int64 `json:"revision"`
 	TotalKey  int64 `json:"totalKey"`
 	TotalSize int64 `json:"totalSize"`
 }) {
 	t.Helper()
-	out, err := runMetaStore(ctx, t, c, "snapshot", "status", path, "-w", "json")
+	out, err := runSnapshotTool(ctx, t, c, "snapshot", "status", path, "-w", "json")
 	if err != nil {
-		t.Fatalf("metastore snapshot status: %v\n%s", err, out)
+		t.Fatalf("snapshot status: %v\n%s", err, out)
 	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("metastore snapshot status printed %q: %v", out, err)
+	// etcdutl logs to stderr; the status is the last line.
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &st); err != nil {
+		t.Fatalf("snapshot status printed %q: %v", out, err)
 	}
 	return st
 }
 
 func TestSnapshotRestoreOneMember(t *testing.T) {
-	requireRestoreTarget(t)
 	t.Parallel()
-	for _, engine := range []string{"memory", "rocksdb"} {
+	engines := []string{"memory", "rocksdb"}
+	if target, _ := framework.TargetFromEnv(); target == framework.TargetEtcd {
+		engines = []string{"bbolt"} // etcd has one
+	}
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t, snapshotTimeout)
@@ -298,7 +288,11 @@ func TestSnapshotRestoreOneMember(t *testing.T) {
 
 			// The restored member runs the engine under test (unless
 			// E2E_EXTRA_FLAGS picks one; restoreInto follows the member).
-			dst := framework.NewCluster(t, framework.ClusterConfig{ExtraFlags: []string{"--storage-engine=" + engine}})
+			var flags []string
+			if engine != "bbolt" {
+				flags = []string{"--storage-engine=" + engine}
+			}
+			dst := framework.NewCluster(t, framework.ClusterConfig{ExtraFlags: flags})
 			restoreInto(ctx, t, dst, path)
 			requireRestoredState(ctx, t, dst, dst.NewClient(t), state)
 		})
@@ -306,7 +300,6 @@ func TestSnapshotRestoreOneMember(t *testing.T) {
 }
 
 func TestSnapshotRestoreThreeMembersFormACluster(t *testing.T) {
-	requireRestoreTarget(t)
 	t.Parallel()
 	ctx := testContext(t, snapshotTimeout)
 	src := startServer(t, framework.ClusterConfig{})
@@ -327,7 +320,6 @@ func TestSnapshotRestoreThreeMembersFormACluster(t *testing.T) {
 }
 
 func TestSnapshotRestoreRefusesADamagedFile(t *testing.T) {
-	requireRestoreTarget(t)
 	t.Parallel()
 	ctx := testContext(t, testTimeout)
 	s := startServer(t, framework.ClusterConfig{})
@@ -341,20 +333,30 @@ func TestSnapshotRestoreRefusesADamagedFile(t *testing.T) {
 	if err := os.WriteFile(truncated, data[:len(data)-1], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dataDir := filepath.Join(t.TempDir(), "restored")
-	for _, args := range [][]string{
-		{"snapshot", "status", truncated},
-		{"snapshot", "restore", truncated, "--data-dir=" + dataDir},
-	} {
-		out, err := runMetaStore(ctx, t, s.cluster, args...)
-		if err == nil {
-			t.Fatalf("metastore %s accepted a truncated file:\n%s", strings.Join(args, " "), out)
-		}
-		if !strings.Contains(out, truncated) || !strings.Contains(out, "not a valid MetaStore snapshot file") {
-			t.Fatalf("metastore %s: the refusal does not name the file:\n%s", strings.Join(args, " "), out)
-		}
+	flipped := slices.Clone(data)
+	flipped[len(flipped)/2] ^= 1
+	damaged := filepath.Join(t.TempDir(), "damaged.db")
+	if err := os.WriteFile(damaged, flipped, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
-		t.Fatalf("a refused restore created the data dir: %v", err)
+	// etcdutl's refusals, which MetaStore's restore gives in its words.
+	for path, want := range map[string]string{
+		truncated: "snapshot missing hash but --skip-hash-check=false",
+		damaged:   "expected sha256",
+	} {
+		dataDir := filepath.Join(t.TempDir(), "restored")
+		out, err := runSnapshotTool(ctx, t, s.cluster, "snapshot", "restore", path, "--data-dir="+dataDir)
+		if err == nil {
+			t.Fatalf("snapshot restore accepted %s:\n%s", path, out)
+		}
+		if !strings.Contains(out, want) {
+			t.Fatalf("snapshot restore of %s does not say %q:\n%s", path, want, out)
+		}
+		if entries, _ := os.ReadDir(dataDir); len(entries) > 0 {
+			// etcdutl leaves the copied db behind; MetaStore nothing.
+			if s.cluster.Target() == framework.TargetMetaStore {
+				t.Fatalf("a refused restore left %v in the data dir", entries)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,13 @@ type ClusterConfig struct {
 	ExtraFlags []string
 	// ReadyTimeout bounds start-up; 0 means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+	// Target overrides E2E_TARGET for this cluster: the snapshot interop
+	// tests run an etcd and a MetaStore side by side whatever the
+	// suite's target. E2E_EXTRA_FLAGS apply only to clusters of the
+	// suite's target.
+	Target Target
+	// withEnvFlags is set by NewCluster when E2E_EXTRA_FLAGS apply.
+	withEnvFlags bool
 	// PeerProxies puts a test-owned TCP proxy in front of every member's
 	// peer port (Cluster.Network): members listen on a private port and
 	// advertise the proxy, so tests can cut a member off and heal it.
@@ -69,10 +77,12 @@ type Cluster struct {
 // and a failed test prints the tail of every member's log.
 func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
-	target, err := TargetFromEnv()
+	envTarget, err := TargetFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
+	target := cmp.Or(cfg.Target, envTarget)
+	cfg.Target, cfg.withEnvFlags = target, target == envTarget
 	repoRoot, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)

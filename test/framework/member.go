@@ -97,7 +97,9 @@ func (m *Member) setArgs(initialCluster, state string) {
 		m.args = append(m.args, "--peer-cert-file="+m.peerCert.CertFile, "--peer-key-file="+m.peerCert.KeyFile)
 	}
 	m.args = append(m.args, m.cfg.ExtraFlags...)
-	m.args = append(m.args, strings.Fields(os.Getenv(ExtraFlagsEnvVar))...)
+	if m.cfg.withEnvFlags {
+		m.args = append(m.args, strings.Fields(os.Getenv(ExtraFlagsEnvVar))...)
+	}
 }
 
 // Join starts a member made by Cluster.NewJoiningMember with

@@ -81,6 +81,20 @@ func EtcdctlPath(repoRoot string) string {
 	return filepath.Join(repoRoot, "bin", "ref", "etcdctl")
 }
 
+// EtcdutlPath is the stock etcdutl, etcd's offline snapshot tool.
+func EtcdutlPath(repoRoot string) string {
+	return filepath.Join(repoRoot, "bin", "ref", "etcdutl")
+}
+
+// SnapshotTool is the binary that runs `snapshot status|restore` for the
+// target's data dirs: etcdutl for etcd, the metastore binary itself.
+func (t Target) SnapshotTool(repoRoot string) string {
+	if t == TargetEtcd {
+		return EtcdutlPath(repoRoot)
+	}
+	return t.BinaryPath(repoRoot)
+}
+
 // RepoRoot walks up from the working directory (a test's package directory)
 // to the directory whose go.mod declares the MetaStore module.
 func RepoRoot() (string, error) {

@@ -125,6 +125,7 @@ bench: build tools
 	bench/engines.sh
 	bench/leaseexpiry.sh
 	bench/watchmem.sh
+	bench/migrate.sh
 
 bench-cluster: build tools
 	bench/cluster.sh

@@ -63,6 +63,13 @@ pick_ports() {
 # start_server TARGET: picks its ports and starts it in the background.
 start_server() {
 	pick_ports "$1"
+	launch_server "$1"
+}
+
+# launch_server TARGET: starts it in the background on the ports already
+# picked (a restored data dir must be started with the peer URL it was
+# restored for).
+launch_server() {
 	local target=$1 name="$name_prefix-$1" client peer
 	client="$scheme://$(endpoint "$target")"
 	peer="http://127.0.0.1:${peer_port[$target]}"

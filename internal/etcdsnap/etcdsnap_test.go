@@ -60,6 +60,8 @@ func sampleStore(t *testing.T) *kvstore.Store {
 		MemberAttributes: &membershippb.Attributes{Name: "m1", ClientUrls: []string{"http://127.0.0.1:2379"}}})
 	c.Add(kv, &membershippb.Member{ID: 0xb2, RaftAttributes: &membershippb.RaftAttributes{PeerUrls: []string{"http://127.0.0.1:2381"}}})
 	c.Remove(kv, 0xb2)
+	alarm, _ := (&pb.AlarmMember{MemberID: 0xa1, Alarm: pb.AlarmType_NOSPACE}).Marshal()
+	kv.PutAux(kvstore.BucketAlarm, AlarmRecordKey(0xa1, pb.AlarmType_NOSPACE), alarm)
 	kv.SetConsistentIndex(42, 3)
 	if err := kv.Commit(); err != nil {
 		t.Fatal(err)
@@ -140,15 +142,15 @@ func TestRoundTripKeepsEveryRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ld.Revision != kv.Rev() || ld.CompactRev != 10 || ld.ScheduledCompactRev != 0 || ld.Leases != 1 || reported != ld.Keys+ld.Leases {
+	if ld.Revision != kv.Rev() || ld.CompactRev != 10 || ld.ScheduledCompactRev != 0 || ld.Leases != 1 || ld.Alarms != 1 || reported != ld.Keys+ld.Leases+ld.Alarms {
 		t.Fatalf("loaded %+v (progress %d)", ld, reported)
 	}
 	view := kv.SnapshotView()
 	defer view.Release()
 	restored := b.ReadView()
 	defer restored.Release()
-	want := records(t, view, kvstore.BucketRevision, lease.Bucket)
-	if got := records(t, restored, kvstore.BucketRevision, lease.Bucket); !slices.Equal(got, want) {
+	want := records(t, view, kvstore.BucketRevision, lease.Bucket, kvstore.BucketAlarm)
+	if got := records(t, restored, kvstore.BucketRevision, lease.Bucket, kvstore.BucketAlarm); !slices.Equal(got, want) {
 		t.Fatalf("records after the round trip:\n%v\nwant\n%v", got, want)
 	}
 	kv2, err := kvstore.Open(b, kvstore.Options{Leases: fakeLeases{}})
@@ -180,7 +182,7 @@ func TestWrittenMetaIsEtcds(t *testing.T) {
 				return fmt.Errorf("no bucket %s", name)
 			}
 		}
-		for _, b := range [][]byte{bucketMeta, bucketMembers, bucketMembersRemoved, bucketCluster} {
+		for _, b := range [][]byte{bucketMeta, bucketMembers, bucketMembersRemoved, bucketCluster, bucketAlarm} {
 			if err := tx.Bucket(b).ForEach(func(k, v []byte) error {
 				got[string(b)+"/"+string(k)] = string(v)
 				return nil
@@ -194,15 +196,16 @@ func TestWrittenMetaIsEtcds(t *testing.T) {
 	}
 	rev10 := string(metaRevValue(10))
 	want := map[string]string{
-		"meta/consistent_index":    string(binary.BigEndian.AppendUint64(nil, 42)),
-		"meta/term":                string(binary.BigEndian.AppendUint64(nil, 3)),
-		"meta/confState":           `{"voters":[161],"auto_leave":false}`,
-		"meta/storageVersion":      "3.6.0",
-		"meta/scheduledCompactRev": rev10,
-		"meta/finishedCompactRev":  rev10,
-		"members/a1":               `{"id":161,"peerURLs":["http://127.0.0.1:2380"],"name":"m1","clientURLs":["http://127.0.0.1:2379"]}`,
-		"members_removed/b2":       "removed",
-		"cluster/clusterVersion":   "3.6.0",
+		"meta/consistent_index":      string(binary.BigEndian.AppendUint64(nil, 42)),
+		"meta/term":                  string(binary.BigEndian.AppendUint64(nil, 3)),
+		"meta/confState":             `{"voters":[161],"auto_leave":false}`,
+		"meta/storageVersion":        "3.6.0",
+		"meta/scheduledCompactRev":   rev10,
+		"meta/finishedCompactRev":    rev10,
+		"members/a1":                 `{"id":161,"peerURLs":["http://127.0.0.1:2380"],"name":"m1","clientURLs":["http://127.0.0.1:2379"]}`,
+		"members_removed/b2":         "removed",
+		"cluster/clusterVersion":     "3.6.0",
+		"alarm/\x08\xa1\x01\x10\x01": "",
 	}
 	for k, v := range want {
 		if got[k] != v {

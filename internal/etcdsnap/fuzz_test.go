@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/metastore-io/metastore/internal/lease"
@@ -24,8 +25,10 @@ func FuzzImportRecord(f *testing.F) {
 	f.Add(byte(0), metaRevValue(9), []byte{})
 	f.Add(byte(1), []byte{0, 0, 0, 0, 0, 0, 0, 7}, lease.AppendRecord(nil, lease.Record{ID: 7, TTL: 10}))
 	f.Add(byte(2), []byte{}, metaRevValue(5))
+	alarm, _ := (&pb.AlarmMember{MemberID: 9, Alarm: pb.AlarmType_NOSPACE}).Marshal()
+	f.Add(byte(3), alarm, []byte{})
 	f.Fuzz(func(t *testing.T, which byte, k, v []byte) {
-		switch which % 3 {
+		switch which % 4 {
 		case 0:
 			r, err := importKeyRecord(k, v)
 			if err != nil {
@@ -54,6 +57,18 @@ func FuzzImportRecord(f *testing.F) {
 			}
 			if r.key[0] != lease.Bucket || !bytes.Equal(r.key[1:], k) || !bytes.Equal(r.value, v) {
 				t.Fatalf("lease %x=%x converted to %x=%x", k, v, r.key, r.value)
+			}
+		case 3:
+			r, err := importAlarmRecord(k, v)
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("alarm record error %v is not ErrCorrupt", err)
+				}
+				return
+			}
+			var m pb.AlarmMember
+			if err := m.Unmarshal(r.value); err != nil || !bytes.Equal(r.key[1:], AlarmRecordKey(m.MemberID, m.Alarm)) {
+				t.Fatalf("alarm %x converted to %x=%x (%v)", k, r.key, r.value, err)
 			}
 		default:
 			rev, err := parseMetaRev("finishedCompactRev", v)

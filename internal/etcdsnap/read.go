@@ -149,8 +149,9 @@ type Loaded struct {
 	// finished (0 if none): the store must run it once open, as etcd
 	// does on start.
 	ScheduledCompactRev int64
-	// Keys and Leases count the key bucket's records and the leases.
-	Keys, Leases int64
+	// Keys, Leases and Alarms count the key bucket's records, the
+	// leases and the active alarms.
+	Keys, Leases, Alarms int64
 }
 
 // Progress is told, now and then, how many of total records are done.
@@ -158,9 +159,9 @@ type Progress func(done, total int64)
 
 // LoadInto writes the file's keys (with their whole history), leases
 // and compaction point into b, an empty MetaStore backend, in batches of
-// about loadBatchBytes. The member list (members, members_removed and
-// cluster) is not carried over: a restore builds a new cluster, as
-// etcdutl's does. Alarms are dropped with a warning. Auth data is
+// about loadBatchBytes, and the active alarms. The member list (members,
+// members_removed and cluster) is not carried over: a restore builds a
+// new cluster, as etcdutl's does. Auth data is
 // refused while MetaStore cannot store it. On error b holds part of the
 // file and must be thrown away.
 func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logger) (Loaded, error) {
@@ -174,14 +175,9 @@ func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logge
 			return err
 		}
 		total := int64(0)
-		for _, name := range [][]byte{bucketKey, bucketLease} {
+		for _, name := range [][]byte{bucketKey, bucketLease, bucketAlarm} {
 			if bk := tx.Bucket(name); bk != nil {
 				total += int64(bk.Stats().KeyN)
-			}
-		}
-		if alarms := tx.Bucket(bucketAlarm); alarms != nil {
-			if n := alarms.Stats().KeyN; n > 0 {
-				logger.Warn("the snapshot records alarms; they are not restored", "alarms", n)
 			}
 		}
 		l := &loader{b: b, batch: b.NewBatch(), progress: progress, total: total}
@@ -200,6 +196,18 @@ func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logge
 			return importLeaseRecord(k, v)
 		}); err != nil {
 			return err
+		}
+		if err := l.bucket(tx, bucketAlarm, func(k, v []byte) (importedRecord, error) {
+			ld.Alarms++
+			return importAlarmRecord(k, v)
+		}); err != nil {
+			return err
+		}
+		if ld.Alarms > 0 {
+			// As etcdutl's restore, which keeps the alarm bucket: a
+			// NOSPACE alarm still holds writes until disarmed.
+			logger.Warn("the snapshot holds active alarms and they are restored: disarm them with etcdctl alarm disarm once resolved",
+				"alarms", ld.Alarms)
 		}
 		if ld.CompactRev > 0 {
 			key, value := kvstore.CompactRevRecord(ld.CompactRev)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
@@ -170,6 +171,32 @@ func importLeaseRecord(k, v []byte) (importedRecord, error) {
 	}
 	key := append([]byte{lease.Bucket}, k...)
 	return importedRecord{key: key, value: v}, nil
+}
+
+// AlarmRecordKey is the key of an alarm in MetaStore's alarm bucket
+// (kvstore.BucketAlarm, written by internal/server), without the bucket
+// byte: the member ID and the alarm type, big endian.
+func AlarmRecordKey(memberID uint64, alarm pb.AlarmType) []byte {
+	k := binary.BigEndian.AppendUint64(make([]byte, 0, 12), memberID)
+	return binary.BigEndian.AppendUint32(k, uint32(alarm))
+}
+
+// importAlarmRecord converts one entry of etcd's alarm bucket: the key is
+// an encoded AlarmMember, the value empty.
+func importAlarmRecord(k, v []byte) (importedRecord, error) {
+	var m pb.AlarmMember
+	if err := m.Unmarshal(k); err != nil {
+		return importedRecord{}, fmt.Errorf("%w: alarm %x: %w", ErrCorrupt, k, err)
+	}
+	if len(v) != 0 || m.MemberID == 0 || m.Alarm == pb.AlarmType_NONE || pb.AlarmType_name[int32(m.Alarm)] == "" {
+		return importedRecord{}, fmt.Errorf("%w: alarm %x=%x is not an active alarm of a member", ErrCorrupt, k, v)
+	}
+	value, err := m.Marshal()
+	if err != nil {
+		return importedRecord{}, fmt.Errorf("encode alarm: %w", err)
+	}
+	key := append([]byte{kvstore.BucketAlarm}, AlarmRecordKey(m.MemberID, m.Alarm)...)
+	return importedRecord{key: key, value: value}, nil
 }
 
 // etcdMember is a member in etcd's members bucket: the JSON of etcd's

@@ -174,6 +174,10 @@ func (w *writer) record(k, v []byte) error {
 		return w.put(bucketLease, k[1:], v)
 	case membership.Bucket:
 		return w.member(k[1:], v)
+	case kvstore.BucketAlarm:
+		// etcd keys an alarm by the AlarmMember's encoding, with no value;
+		// MetaStore's value is that encoding.
+		return w.put(bucketAlarm, v, []byte{})
 	case kvstore.BucketConfChangeVeto:
 		// Raft-log bookkeeping of the member that wrote it; etcd has
 		// nothing like it and a restored member starts a new log.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -10,11 +11,18 @@ import (
 )
 
 // opsFlags are etcd's operations flags: the backend quota and its alarms,
-// and auto-compaction. Names, defaults and meanings are etcd 3.6's.
+// auto-compaction and the corruption checks. Names, defaults and meanings are etcd 3.6's.
 type opsFlags struct {
 	quotaBackendBytes       int64
 	autoCompactionMode      string
 	autoCompactionRetention string
+
+	initialCorruptCheck     bool
+	corruptCheckTime        time.Duration
+	expCorruptCheckTime     time.Duration // --experimental-corrupt-check-time
+	compactHashCheck        bool          // --experimental-compact-hash-check-enabled
+	compactHashCheckTime    time.Duration
+	expCompactHashCheckTime time.Duration // --experimental-compact-hash-check-time
 
 	// derived by validate
 	retention time.Duration
@@ -23,10 +31,29 @@ type opsFlags struct {
 func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.quotaBackendBytes, "quota-backend-bytes", 0, "Raise alarms when backend size exceeds the given quota. 0 means use the default quota.")
 	fs.StringVar(&o.autoCompactionRetention, "auto-compaction-retention", "0", "Auto compaction retention for mvcc key value store. 0 means disable auto compaction.")
+	fs.BoolVar(&o.initialCorruptCheck, "experimental-initial-corrupt-check", false, "Enable to check data corruption before serving any client/peer traffic.")
+	fs.DurationVar(&o.expCorruptCheckTime, "experimental-corrupt-check-time", 0, "Duration of time between cluster corruption check passes. Deprecated in v3.6 and will be decommissioned in v3.7. Use --corrupt-check-time instead")
+	fs.DurationVar(&o.corruptCheckTime, "corrupt-check-time", 0, "Duration of time between cluster corruption check passes.")
+	fs.BoolVar(&o.compactHashCheck, "experimental-compact-hash-check-enabled", false, "Enable leader to periodically check followers compaction hashes. Deprecated in v3.6 and will be decommissioned in v3.7. Use '--feature-gates=CompactHashCheck=true' instead")
+	fs.DurationVar(&o.expCompactHashCheckTime, "experimental-compact-hash-check-time", time.Minute, "Duration of time between leader checks followers compaction hashes. Deprecated in v3.6 and will be decommissioned in v3.7. Use --compact-hash-check-time instead.")
+	fs.DurationVar(&o.compactHashCheckTime, "compact-hash-check-time", time.Minute, "Duration of time between leader checks followers compaction hashes.")
 	fs.StringVar(&o.autoCompactionMode, "auto-compaction-mode", compactor.ModePeriodic, "interpret 'auto-compaction-retention' one of: periodic|revision. 'periodic' for duration based retention, defaulting to hours if no time unit is provided (e.g. '5m'). 'revision' for revision number based retention.")
 }
 
 func (o *opsFlags) validate() error {
+	// A deprecated spelling counts when the new one keeps its default.
+	if o.corruptCheckTime == 0 {
+		o.corruptCheckTime = o.expCorruptCheckTime
+	}
+	if o.compactHashCheckTime == time.Minute {
+		o.compactHashCheckTime = o.expCompactHashCheckTime
+	}
+	if o.expCompactHashCheckTime <= 0 {
+		return fmt.Errorf("--experimental-compact-hash-check-time must be >0 (set to %v)", o.expCompactHashCheckTime)
+	}
+	if o.compactHashCheckTime <= 0 {
+		return fmt.Errorf("--compact-hash-check-time must be >0 (set to %v)", o.compactHashCheckTime)
+	}
 	if err := compactor.ValidateMode(o.autoCompactionMode); err != nil {
 		return err
 	}
@@ -46,4 +73,8 @@ func (o *opsFlags) apply(cfg *server.Config) {
 	cfg.QuotaBackendBytes = o.quotaBackendBytes
 	cfg.AutoCompactionMode = o.autoCompactionMode
 	cfg.AutoCompactionRetention = o.retention
+	cfg.InitialCorruptCheck = o.initialCorruptCheck
+	cfg.CorruptCheckTime = o.corruptCheckTime
+	cfg.CompactHashCheck = o.compactHashCheck
+	cfg.CompactHashCheckTime = o.compactHashCheckTime
 }

@@ -55,6 +55,7 @@ type remoteCluster struct {
 func (s *Server) PeerHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(membersPath, s.serveMembers)
+	mux.HandleFunc(peerHashKVPath, s.serveHashKV)
 	if s.transport != nil {
 		mux.Handle("/", s.transport.Handler())
 	}

@@ -63,6 +63,16 @@ type Config struct {
 	AutoCompactionMode      string
 	AutoCompactionRetention time.Duration
 
+	// Corruption checks (corrupt.go): InitialCorruptCheck compares this
+	// member's hash with its peers' before it serves clients;
+	// CorruptCheckTime > 0 runs the leader's periodic check;
+	// CompactHashCheck runs the leader's compact hash check every
+	// CompactHashCheckTime (0: etcd's 1 minute).
+	InitialCorruptCheck  bool
+	CorruptCheckTime     time.Duration
+	CompactHashCheck     bool
+	CompactHashCheckTime time.Duration
+
 	// Backend is the storage engine, opened by the caller; the server owns
 	// it from here on and closes it on Stop.
 	Backend kvstore.Backend
@@ -99,6 +109,9 @@ type Server struct {
 	// compactor is the auto-compaction loop, nil without one; it runs
 	// from New to stop and proposes only while this member leads.
 	compactor *compactor.Compactor
+	// corruption runs the corruption checks over hashClient.
+	corruption *corruptionChecker
+	hashClient *http.Client
 
 	wait       *waitRegistry
 	reqIDs     *requestIDs
@@ -168,7 +181,9 @@ func New(cfg Config) (*Server, error) {
 		transport:  tr,
 		peers:      newPeerSet(memberID),
 		alarms:     newAlarmStore(),
+		hashClient: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
+	s.corruption = &corruptionChecker{s: s}
 	started := false
 	defer func() {
 		if !started {
@@ -253,6 +268,14 @@ func New(cfg Config) (*Server, error) {
 	started = true
 	s.node = node
 	tr.Attach(node, node.Snapshots)
+	if cfg.InitialCorruptCheck && who.bootstrap == nil && !who.join {
+		// A restarting member only (etcd: memberInitialized): compare
+		// with the peers before serving anything.
+		if err := s.initialCorruptCheck(); err != nil {
+			node.Stop()
+			return nil, fmt.Errorf("server: checkInitialHashKV failed: %w", err)
+		}
+	}
 	if err := leases.lessor.Start(); err != nil {
 		node.Stop()
 		return nil, fmt.Errorf("server: start lessor: %w", err)
@@ -261,6 +284,7 @@ func New(cfg Config) (*Server, error) {
 	if s.compactor != nil {
 		s.compactor.Run()
 	}
+	s.startCorruptionMonitors()
 	s.stoppedWG.Add(2)
 	go s.publish()
 	go s.watchNode()

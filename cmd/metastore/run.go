@@ -22,6 +22,7 @@ import (
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
 	"github.com/metastore-io/metastore/internal/rocksdb"
+	"github.com/metastore-io/metastore/internal/sdnotify"
 	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
@@ -178,6 +179,12 @@ func run(ctx context.Context, o *options) error {
 		go func(l net.Listener) { serveErr <- clients.Serve(l) }(l)
 	}
 	listeners = nil // owned by the client server now
+	// As etcd: a systemd unit of Type=notify counts the member started now.
+	if sent, err := sdnotify.Ready(); err != nil {
+		logger.Warn("failed to notify systemd for readiness", "error", err)
+	} else if sent {
+		logger.Info("successfully notified init daemon")
+	}
 
 	var result error
 	select {

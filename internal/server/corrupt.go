@@ -130,7 +130,7 @@ func (s *Server) fetchPeerHash(ctx context.Context, peerURL string, rev int64) (
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(clusterIDHeader, strconv.FormatUint(s.cluster.ID(), 16))
-	resp, err := s.hashClient.Do(req)
+	resp, err := s.corruption.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -161,8 +161,15 @@ func (s *Server) fetchPeerHash(ctx context.Context, peerURL string, rev int64) (
 // order: mu is a leaf.
 type corruptionChecker struct {
 	s                  *Server
+	client             *http.Client // asks peers at /members/hashkv
 	mu                 sync.Mutex
 	latestCompactCheck int64 // newest compacted revision checked on every member
+}
+
+func newCorruptionChecker(s *Server) *corruptionChecker {
+	return &corruptionChecker{s: s, client: &http.Client{
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
 }
 
 // initialCheck is etcd's InitialCheck: an error means this member's data

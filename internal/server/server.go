@@ -110,9 +110,8 @@ type Server struct {
 	// compactor is the auto-compaction loop, nil without one; it runs
 	// from New to stop and proposes only while this member leads.
 	compactor *compactor.Compactor
-	// corruption runs the corruption checks over hashClient.
+	// corruption runs the corruption checks (corrupt.go).
 	corruption *corruptionChecker
-	hashClient *http.Client
 
 	wait       *waitRegistry
 	reqIDs     *requestIDs
@@ -182,9 +181,8 @@ func New(cfg Config) (*Server, error) {
 		transport:  tr,
 		peers:      newPeerSet(memberID),
 		alarms:     newAlarmStore(),
-		hashClient: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
-	s.corruption = &corruptionChecker{s: s}
+	s.corruption = newCorruptionChecker(s)
 	started := false
 	defer func() {
 		if !started {

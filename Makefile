@@ -122,6 +122,7 @@ bench: build tools
 	$(GO) test -run '^$$' -bench . ./internal/...
 	bench/compare.sh
 	bench/coordination.sh
+	bench/httplock.sh
 	bench/engines.sh
 	bench/leaseexpiry.sh
 	bench/watchmem.sh

@@ -1,6 +1,7 @@
 package lockservice
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -27,30 +28,13 @@ func (s *Service) serveUnlock(w http.ResponseWriter, r *http.Request) {
 	prefix := s.queuePrefix(req.Type, req.ResourceID)
 	key := nodeKey(prefix, req.NodeID)
 	name := req.Type + ":" + req.ResourceID
-	read, err := s.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)).Commit()
-	if err != nil {
-		s.fail(w, statusOf(err), fmt.Errorf("read the queue of %s: %w", name, err))
-		return
-	}
-	own := read.Responses[0].GetResponseRange().Kvs
-	head := read.Responses[1].GetResponseRange().Kvs
-	if len(own) == 0 || len(head) == 0 || head[0].CreateRevision != own[0].CreateRevision {
-		s.notHolder(w, fmt.Sprintf("node %q does not hold the lock on %s", req.NodeID, name))
-		return
-	}
-	token := own[0].CreateRevision
-	if req.Token != 0 && req.Token != token {
-		s.notHolder(w, fmt.Sprintf("token %d is not the holder's (%d) on %s", req.Token, token, name))
-		return
-	}
-	del, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).
-		Then(clientv3.OpDelete(key)).Commit()
+	token, msg, err := s.release(ctx, prefix, key, req)
 	if err != nil {
 		s.fail(w, statusOf(err), fmt.Errorf("release %s: %w", name, err))
 		return
 	}
-	if !del.Succeeded {
-		s.notHolder(w, fmt.Sprintf("the lock on %s was released or expired meanwhile", name))
+	if msg != "" {
+		s.notHolder(w, fmt.Sprintf("%s on %s", msg, name))
 		return
 	}
 	if *req.Success {
@@ -61,6 +45,48 @@ func (s *Service) serveUnlock(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("lock released after a failed operation", "lock", name, "node", req.NodeID, "token", token, "err", req.Err)
 	}
 	writeJSON(w, http.StatusOK, lockapi.UnlockResponse{Released: true, Token: token})
+}
+
+// release deletes key if it holds the lock: it exists, is the oldest in
+// the queue and, when the request names a token, was created at it. With a
+// token this is one guarded transaction (every key of the queue created at
+// or after the token); without, the token is read first. msg says why
+// nothing was released.
+func (s *Service) release(ctx context.Context, prefix, key string, req lockapi.UnlockRequest) (token int64, msg string, err error) {
+	token = req.Token
+	if token == 0 {
+		read, err := s.client.Get(ctx, key, clientv3.WithKeysOnly())
+		if err != nil {
+			return 0, "", err
+		}
+		own := read.Kvs
+		if len(own) == 0 {
+			return 0, fmt.Sprintf("node %q does not hold the lock", req.NodeID), nil
+		}
+		token = own[0].CreateRevision
+	}
+	resp, err := s.client.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", token),
+		clientv3.Compare(clientv3.CreateRevision(prefix), ">", token-1).WithPrefix(),
+	).Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(key, clientv3.WithKeysOnly()), clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)).Commit()
+	if err != nil {
+		return 0, "", err
+	}
+	if resp.Succeeded {
+		return token, "", nil
+	}
+	own := resp.Responses[0].GetResponseRange().Kvs
+	head := resp.Responses[1].GetResponseRange().Kvs
+	switch {
+	case len(own) == 0:
+		return 0, fmt.Sprintf("node %q does not hold the lock", req.NodeID), nil
+	case own[0].CreateRevision != token:
+		return 0, fmt.Sprintf("token %d is not node %q's (%d)", token, req.NodeID, own[0].CreateRevision), nil
+	case len(head) > 0 && head[0].CreateRevision != token:
+		return 0, fmt.Sprintf("node %q is queued, not holding the lock", req.NodeID), nil
+	}
+	return 0, "the lock was released or expired meanwhile", nil
 }
 
 func (s *Service) notHolder(w http.ResponseWriter, msg string) {

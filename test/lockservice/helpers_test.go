@@ -14,12 +14,12 @@ import (
 
 func asStatus(err error, target **lockclient.StatusError) bool { return errors.As(err, target) }
 
-func httpGet(ctx context.Context, url string) (int, error) {
+func httpGet(ctx context.Context, hc *http.Client, url string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -32,7 +32,7 @@ func TestLockServiceSurvivesLeaderKill(t *testing.T) {
 			followers = append(followers, m)
 		}
 	}
-	a, b := newService(t, followers[0]), newService(t, followers[1])
+	a, b := newService(t, cluster, followers[0]), newService(t, cluster, followers[1])
 	holder := a.lock(ctx, "failover", "r", "holder")
 	w := b.enqueue(ctx, "failover", "r", "waiter")
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,7 +19,7 @@ import (
 func TestLockService(t *testing.T) {
 	requireMetaStore(t)
 	cluster := framework.NewCluster(t, framework.ClusterConfig{})
-	s := newService(t, cluster.Member(0))
+	s := newService(t, cluster, cluster.Member(0))
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T, ctx context.Context, s *service)
@@ -123,7 +122,8 @@ func testHolderKilled(t *testing.T, ctx context.Context, s *service) {
 		t.Fatal(err)
 	}
 	child := exec.CommandContext(ctx, exe)
-	child.Env = append(os.Environ(), fmt.Sprintf("%s=%s killed r child", childEnv, s.baseURL))
+	spec := append([]string{s.baseURL, "killed", "r", "child"}, s.tlsArgs...)
+	child.Env = append(os.Environ(), childEnv+"="+strings.Join(spec, " "))
 	child.Stderr = os.Stderr
 	out, err := child.StdoutPipe()
 	if err != nil {
@@ -156,9 +156,9 @@ func testHolderSocketClosed(t *testing.T, ctx context.Context, s *service) {
 		holder.expect(t, lockapi.StatusAcquired)
 		w := s.enqueue(ctx, "closed", resource, "w")
 		if abort {
-			_ = holder.conn.(*net.TCPConn).SetLinger(0)
+			_ = holder.tcp.SetLinger(0)
 		}
-		holder.conn.Close()
+		holder.tcp.Close() // no TLS close_notify either
 		bound, cancel := context.WithTimeout(ctx, releaseBound)
 		unlock(t, ctx, w.acquired(t, bound))
 		cancel()
@@ -172,7 +172,7 @@ func testWaiterLeaves(t *testing.T, ctx context.Context, s *service) {
 	gone := s.rawLock(ctx, "leave", "r", "gone")
 	gone.expect(t, lockapi.StatusQueued)
 	w := s.enqueue(ctx, "leave", "r", "w")
-	gone.conn.Close()
+	gone.tcp.Close()
 	s.awaitStatus(ctx, releaseBound, "leave", "r", func(st lockapi.StatusResponse) bool {
 		for _, p := range st.Waiters {
 			if p.NodeID == "gone" {
@@ -226,7 +226,7 @@ func testBadParameters(t *testing.T, ctx context.Context, s *service) {
 			t.Errorf("POST %s %s: %d %s, want 400 naming %s", tc.path, tc.body, code, body, tc.missing)
 		}
 	}
-	resp, err := httpGet(ctx, s.baseURL+lockapi.PathLock)
+	resp, err := httpGet(ctx, s.http, s.baseURL+lockapi.PathLock)
 	if err != nil || resp != 405 {
 		t.Errorf("GET /lock: %d %v, want 405", resp, err)
 	}
@@ -269,7 +269,7 @@ func testNoWait(t *testing.T, ctx context.Context, s *service) {
 func testCallbacks(t *testing.T, ctx context.Context, s *service) {
 	var trace []string
 	skip := true
-	c, err := lockclient.New(lockclient.Config{Endpoints: []string{s.baseURL}, Callbacks: lockclient.Callbacks{
+	c, err := lockclient.New(lockclient.Config{Endpoints: []string{s.baseURL}, HTTPClient: s.http, Callbacks: lockclient.Callbacks{
 		ShouldSkipOperation: func(context.Context, lockclient.Request) (bool, error) {
 			trace = append(trace, "skip?")
 			return skip, nil

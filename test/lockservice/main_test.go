@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,16 +46,25 @@ func requireMetaStore(t *testing.T) {
 	framework.SkipUnlessMetaStore(t, "the HTTP lock service (/v1/lock/)")
 }
 
-// runChild locks the resource named by spec ("url type resource node")
-// through lockclient, prints "token N" and then holds the lock until it is
-// killed.
+// runChild locks the resource named by spec ("url type resource node",
+// then "ca cert key" files over TLS) through lockclient, prints "token N"
+// and then holds the lock until it is killed.
 func runChild(spec string) int {
 	f := strings.Fields(spec)
-	if len(f) != 4 {
+	if len(f) != 4 && len(f) != 7 {
 		fmt.Fprintf(os.Stderr, "bad %s=%q\n", childEnv, spec)
 		return 2
 	}
-	c, err := lockclient.New(lockclient.Config{Endpoints: []string{f[0]}})
+	hc := http.DefaultClient
+	if len(f) == 7 {
+		conf, err := framework.ClientTLSConfig(f[4], &framework.CertPair{CertFile: f[5], KeyFile: f[6]})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: conf}}
+	}
+	c, err := lockclient.New(lockclient.Config{Endpoints: []string{f[0]}, HTTPClient: hc})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -71,20 +81,35 @@ func runChild(spec string) int {
 	return 0
 }
 
-// service is one member's lock service as a test sees it.
+// service is one member's lock service as a test sees it; over the
+// cluster's client TLS if it has one (E2E_TLS=1).
 type service struct {
 	t       *testing.T
 	baseURL string
 	client  *lockclient.Client
+	http    *http.Client
+	tls     *tls.Config // nil without client TLS
+	tlsArgs []string    // ca, cert and key files for a child process
 }
 
-func newService(t *testing.T, m *framework.Member) *service {
+func newService(t *testing.T, c *framework.Cluster, m *framework.Member) *service {
 	t.Helper()
-	c, err := lockclient.New(lockclient.Config{Endpoints: []string{m.ClientURL()}, MaxRetries: -1})
+	s := &service{t: t, baseURL: m.ClientURL(), http: http.DefaultClient}
+	if tc := c.TLS(); tc != nil && tc.Client {
+		conf, err := tc.ClientTLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.tls = conf
+		s.http = &http.Client{Transport: &http.Transport{TLSClientConfig: conf}}
+		s.tlsArgs = []string{tc.PKI.CA.CertFile, tc.ClientCert.CertFile, tc.ClientCert.KeyFile}
+	}
+	client, err := lockclient.New(lockclient.Config{Endpoints: []string{m.ClientURL()}, MaxRetries: -1, HTTPClient: s.http})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &service{t: t, baseURL: m.ClientURL(), client: c}
+	s.client = client
+	return s
 }
 
 // lock acquires, failing the test on error.
@@ -153,7 +178,7 @@ func (s *service) status(ctx context.Context, typ, resource string) lockapi.Stat
 	s.t.Helper()
 	q := url.Values{"Type": {typ}, "ResourceID": {resource}}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.baseURL+lockapi.PathStatus+"?"+q.Encode(), nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		s.t.Fatalf("status: %v", err)
 	}
@@ -191,7 +216,7 @@ func (s *service) awaitStatus(ctx context.Context, bound time.Duration, typ, res
 func (s *service) post(ctx context.Context, path, body string) (int, string) {
 	s.t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURL+path, strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		s.t.Fatalf("POST %s: %v", path, err)
 	}
@@ -203,7 +228,8 @@ func (s *service) post(ctx context.Context, path, body string) (int, string) {
 // rawLock is a /lock request on a bare TCP connection, for tests that cut
 // the connection without a word.
 type rawLock struct {
-	conn net.Conn
+	conn net.Conn     // TLS over tcp when the cluster has client TLS
+	tcp  *net.TCPConn // for closing without a word
 	r    *bufio.Reader
 }
 
@@ -214,6 +240,16 @@ func (s *service) rawLock(ctx context.Context, typ, resource, node string) *rawL
 	conn, err := d.DialContext(ctx, "tcp", u.Host)
 	if err != nil {
 		s.t.Fatalf("dial: %v", err)
+	}
+	tcp := conn.(*net.TCPConn)
+	if s.tls != nil {
+		conf := s.tls.Clone()
+		conf.ServerName = u.Hostname()
+		tc := tls.Client(conn, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			s.t.Fatalf("TLS handshake: %v", err)
+		}
+		conn = tc
 	}
 	s.t.Cleanup(func() { conn.Close() })
 	body, _ := json.Marshal(lockapi.LockRequest{Type: typ, ResourceID: resource, NodeID: node})
@@ -240,7 +276,7 @@ func (s *service) rawLock(ctx context.Context, typ, resource, node string) *rawL
 			break
 		}
 	}
-	return &rawLock{conn: conn, r: r}
+	return &rawLock{conn: conn, tcp: tcp, r: r}
 }
 
 // next returns the next event, skipping chunk framing and heartbeats.

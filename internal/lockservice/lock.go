@@ -165,17 +165,18 @@ func (c *contender) brokenStream(err error) ending {
 	return ending{reason: reasonDisconnect}
 }
 
-// gone is the ending of a key deleted or taken over; it tells a release
-// by /unlock from an expiry by asking whether the lease is still alive.
+// gone is the ending of a key deleted or taken over. A held key that is
+// deleted while its lease is still being renewed was released (by
+// /unlock, on any member); one whose renewal already ended was lost.
 func (c *contender) gone(cause string, held bool) ending {
 	if cause == lockapi.StatusSuperseded {
 		return ending{reasonSuperseded, lockapi.Event{Status: lockapi.StatusSuperseded,
 			Error: "a newer request of the same node holds this place"}}
 	}
-	if held {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		if ttl, err := c.s.client.TimeToLive(ctx, c.lease); err == nil && ttl.TTL > 0 {
+	select {
+	case <-c.keepAliveEnded:
+	default:
+		if held {
 			return ending{reasonUnlock, lockapi.Event{Status: lockapi.StatusReleased, Token: c.place.Rev}}
 		}
 	}

@@ -57,8 +57,8 @@ func TestTLSPeerRefusals(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal(ctx.Err())
 			}
-			requireLogContains(t, m0, "rejected connection on peer endpoint")
-			requireLogContains(t, m0, tt.reason)
+			waitForLog(ctx, t, m0, "rejected connection on peer endpoint")
+			waitForLog(ctx, t, m0, tt.reason)
 		})
 	}
 	for _, m := range memberList(ctx, t, etcdctl).Members {

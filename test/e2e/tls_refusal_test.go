@@ -90,30 +90,41 @@ func TestTLSClientRefusals(t *testing.T) {
 		t.Fatalf("the good client is refused over gRPC: %v", err)
 	}
 
+	expired, err := pki.CA.Issue("expired", framework.CertSpec{CommonName: "expired",
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tls12 := withCert(pki.Client)
 	tls12.MaxVersion = tls.VersionTLS12
-	for _, tt := range []struct {
-		name string
-		cfg  *tls.Config
-		want string // in the probe's error
-	}{
-		{"no client certificate", withCert(nil), "remote error: tls: certificate required"},
-		{"certificate of another CA", withCert(pki.Foreign), "remote error: tls: unknown certificate authority"},
-		{"revoked certificate", withCert(pki.Revoked), "read: unexpected EOF"},
-		{"TLS 1.2 client", tls12, "remote error: tls: protocol version not supported"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := probeHTTPS(ctx, addr, tt.cfg)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("probe: %v, want an error with %q", err, tt.want)
-			}
-			if err := tryClientv3(ctx, m.ClientURL(), tt.cfg); err == nil {
-				t.Fatal("clientv3 Get succeeded")
-			}
-		})
-	}
-	requireLogContains(t, m, "rejected connection on client endpoint")
-	requireLogContains(t, m, "certificate serial")
+	// One group, so that its parallel subtests end before the log is read.
+	t.Run("refused", func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			cfg  *tls.Config
+			want string // in the probe's error
+		}{
+			{"no client certificate", withCert(nil), "remote error: tls: certificate required"},
+			{"certificate of another CA", withCert(pki.Foreign), "remote error: tls: unknown certificate authority"},
+			{"revoked certificate", withCert(pki.Revoked), "read: unexpected EOF"},
+			{"expired certificate", withCert(expired), "remote error: tls: expired certificate"},
+			{"TLS 1.2 client", tls12, "remote error: tls: protocol version not supported"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				err := probeHTTPS(ctx, addr, tt.cfg)
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("probe: %v, want an error with %q", err, tt.want)
+				}
+				if err := tryClientv3(ctx, m.ClientURL(), tt.cfg); err == nil {
+					t.Fatal("clientv3 Get succeeded")
+				}
+			})
+		}
+	})
+	waitForLog(ctx, t, m, "rejected connection on client endpoint")
+	waitForLog(ctx, t, m, "certificate serial")
+	waitForLog(ctx, t, m, "certificate has expired or is not yet valid")
 
 	t.Run("plaintext client", func(t *testing.T) {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
@@ -144,7 +155,7 @@ func TestTLSClientRefusals(t *testing.T) {
 		if res.ExitCode == 0 {
 			t.Fatalf("plaintext etcdctl succeeded: %s", res.Stdout)
 		}
-		requireLogContains(t, m, "first record does not look like a TLS handshake")
+		waitForLog(ctx, t, m, "first record does not look like a TLS handshake")
 	})
 }
 
@@ -155,4 +166,27 @@ func mustPKI(t *testing.T) *framework.PKI {
 		t.Fatal(err)
 	}
 	return pki
+}
+
+// TestTLSSideBySideURLs lists an https and an http client URL: each is
+// served, the first with TLS and client certificates, the second in
+// plaintext, as etcd serves both.
+func TestTLSSideBySideURLs(t *testing.T) {
+	ctx := testContext(t, testTimeout)
+	tc := &framework.TLSConfig{Client: true, PlainClientURL: true}
+	c := framework.NewCluster(t, framework.ClusterConfig{TLS: tc})
+	plain := c.Member(0).PlainClientURL()
+	if err := tryClientv3(ctx, plain, nil); err != nil {
+		t.Fatalf("plaintext URL: %v", err)
+	}
+	cfg, err := tc.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tryClientv3(ctx, c.Member(0).ClientURL(), cfg); err != nil {
+		t.Fatalf("TLS URL: %v", err)
+	}
+	if err := tryClientv3(ctx, c.Member(0).ClientURL(), nil); err == nil {
+		t.Fatal("plaintext client served on the TLS URL")
+	}
 }

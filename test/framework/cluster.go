@@ -160,7 +160,7 @@ func (c *Cluster) bootstrap(cfg ClusterConfig) error {
 // newMember builds a member on fresh loopback ports (behind a new proxy
 // when the cluster uses them), without its --initial-cluster flags.
 func (c *Cluster) newMember(name string) (*Member, error) {
-	ports, err := reserveLoopbackPorts(3)
+	ports, err := reserveLoopbackPorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +173,9 @@ func (c *Cluster) newMember(name string) (*Member, error) {
 		peerListenURL: fmt.Sprintf("%s://127.0.0.1:%d", c.cfg.TLS.peerScheme(), ports[1]),
 		logPath:       filepath.Join(c.baseDir, name+".log"),
 		cfg:           c.cfg,
+	}
+	if c.cfg.TLS != nil && c.cfg.TLS.PlainClientURL {
+		m.plainClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[3])
 	}
 	if c.cfg.PeerProxies {
 		if c.network == nil {

@@ -50,10 +50,24 @@ type Member struct {
 	logPath       string
 	cfg           ClusterConfig
 	peerCert      *CertPair // overrides the PKI's member certificate (UsePeerCert)
+	// plainClientURL is a second, plaintext client URL served beside the
+	// TLS one (TLSConfig.PlainClientURL); not advertised.
+	plainClientURL string
 
 	mu     sync.Mutex
 	proc   *serverProcess // nil before the first Start; the last run after exit
 	starts int
+}
+
+// PlainClientURL is the plaintext client URL the member also listens on
+// with TLSConfig.PlainClientURL, "" otherwise.
+func (m *Member) PlainClientURL() string { return m.plainClientURL }
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
 }
 
 // UsePeerCert makes the member present pair on its peer URLs (as server
@@ -80,7 +94,7 @@ func (m *Member) setArgs(initialCluster, state string) {
 	m.args = []string{
 		"--name=" + m.name,
 		"--data-dir=" + m.dataDir,
-		"--listen-client-urls=" + m.clientURL,
+		"--listen-client-urls=" + strings.Join(append([]string{m.clientURL}, nonEmpty(m.plainClientURL)...), ","),
 		"--advertise-client-urls=" + m.clientURL,
 		"--listen-peer-urls=" + m.peerListenURL,
 		"--initial-advertise-peer-urls=" + m.peerURL,

@@ -24,6 +24,9 @@ type TLSConfig struct {
 	// Peer serves https peer URLs with the peer equivalents and
 	// --peer-client-cert-auth.
 	Peer bool
+	// PlainClientURL also lists a plaintext http:// URL in
+	// --listen-client-urls, beside the https one (Member.PlainClientURL).
+	PlainClientURL bool
 	// ClientCert is what the framework's clients and etcdctl present;
 	// nil is PKI.Client.
 	ClientCert *CertPair

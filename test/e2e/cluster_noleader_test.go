@@ -12,7 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/test/framework"
@@ -71,7 +70,7 @@ func TestClusterNoLeader(t *testing.T) {
 
 	// Plain gRPC stubs: clientv3 would retry a request the server gave up
 	// on with a deadline error, hiding how long the server itself waits.
-	conn, err := grpc.NewClient(survivor.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(survivor.Endpoint(), grpc.WithTransportCredentials(survivor.GRPCCredentials(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

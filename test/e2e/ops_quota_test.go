@@ -66,7 +66,7 @@ func healthOf(ctx context.Context, t *testing.T, m *framework.Member, query stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := m.HTTPClient(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

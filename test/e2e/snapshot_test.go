@@ -90,7 +90,7 @@ func saveSnapshot(ctx context.Context, t *testing.T, c *framework.Cluster, m *fr
 	t.Helper()
 	waitStorageVersion(ctx, t, m)
 	path := filepath.Join(t.TempDir(), "backup.db")
-	ctl := framework.NewEtcdctl(framework.EtcdctlPath(c.RepoRoot()), []string{m.Endpoint()})
+	ctl := framework.NewEtcdctl(framework.EtcdctlPath(c.RepoRoot()), []string{m.Endpoint()}, c.EtcdctlTLSFlags()...)
 	res, err := ctl.Run(ctx, "snapshot", "save", path)
 	if err != nil {
 		t.Fatal(err)

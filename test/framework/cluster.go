@@ -255,6 +255,11 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 // Target is the server binary the cluster runs.
 func (c *Cluster) Target() Target { return c.target }
 
+// EtcdctlTLSFlags are the --cacert/--cert/--key flags etcdctl needs to
+// reach the cluster's client URLs (none without client TLS), for tests
+// that run etcdctl themselves.
+func (c *Cluster) EtcdctlTLSFlags() []string { return c.cfg.TLS.etcdctlFlags() }
+
 // TLS is the cluster's TLS configuration, nil without TLS.
 func (c *Cluster) TLS() *TLSConfig { return c.cfg.TLS }
 

@@ -4,8 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net/http"
 	"os"
 	"testing"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // TLSEnvVar set to 1 runs every cluster the suite starts with client and
@@ -126,4 +130,36 @@ func (tc *TLSConfig) etcdctlFlags() []string {
 		return nil
 	}
 	return []string{"--cacert=" + tc.PKI.CA.CertFile, "--cert=" + tc.ClientCert.CertFile, "--key=" + tc.ClientCert.KeyFile}
+}
+
+// HTTPClient is an HTTP client for the member's client URL (/health,
+// /metrics, the JSON gateway): over TLS with the framework's client
+// certificate when the cluster has client TLS.
+func (m *Member) HTTPClient(t testing.TB) *http.Client {
+	t.Helper()
+	cfg, err := m.cfg.TLS.ClientTLS()
+	if err != nil {
+		t.Fatalf("HTTP client for member %s: %v", m.name, err)
+	}
+	if cfg == nil {
+		return http.DefaultClient
+	}
+	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// GRPCCredentials are the transport credentials of a raw gRPC connection
+// to the member (tests that use the generated stubs without clientv3):
+// TLS with the framework's client certificate, or insecure.
+func (m *Member) GRPCCredentials(t testing.TB) credentials.TransportCredentials {
+	t.Helper()
+	cfg, err := m.cfg.TLS.ClientTLS()
+	if err != nil {
+		t.Fatalf("gRPC credentials for member %s: %v", m.name, err)
+	}
+	if cfg == nil {
+		return insecure.NewCredentials()
+	}
+	return credentials.NewTLS(cfg)
 }

@@ -25,6 +25,7 @@ type contender struct {
 	key    string // this node's key in it
 	lease  clientv3.LeaseID
 	place  queue.Place
+	creds  context.Context // the caller's credentials, without its cancellation
 
 	stopKeepAlive  context.CancelFunc
 	keepAliveEnded chan struct{} // closed when the lease stops being renewed
@@ -50,7 +51,7 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 	defer s.streams.Done()
 	// The request's context ends when the client's connection closes;
 	// stopping ends it when the member stops.
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(withCredentials(r.Context(), r))
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)()
 
@@ -114,13 +115,13 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	renewals, err := s.client.KeepAlive(renewCtx, grant.ID)
 	if err != nil {
 		stop()
-		s.revoke(grant.ID)
+		s.revoke(ctx, grant.ID)
 		return nil, fmt.Errorf("keep lease alive: %w", err)
 	}
 	prefix := s.queuePrefix(req.Type, req.ResourceID)
 	c := &contender{
 		s: s, name: req.Type + ":" + req.ResourceID, node: req.NodeID,
-		prefix: prefix, key: nodeKey(prefix, req.NodeID), lease: grant.ID,
+		prefix: prefix, key: nodeKey(prefix, req.NodeID), lease: grant.ID, creds: context.WithoutCancel(ctx),
 		stopKeepAlive: stop, keepAliveEnded: make(chan struct{}),
 	}
 	go func() {
@@ -141,11 +142,13 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 func (c *contender) leave() {
 	c.stopKeepAlive()
 	<-c.keepAliveEnded
-	c.s.revoke(c.lease)
+	c.s.revoke(c.creds, c.lease)
 }
 
-func (s *Service) revoke(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+// revoke drops a lease with the caller's credentials from ctx, bounded and
+// whether or not ctx is cancelled.
+func (s *Service) revoke(ctx context.Context, id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if _, err := s.client.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.log.Warn("revoke a lock lease failed; it expires on its own", "lease", fmt.Sprintf("%x", int64(id)), "error", err)

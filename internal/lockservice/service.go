@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/pkg/lockapi"
@@ -160,6 +161,18 @@ func nodeOf(queuePrefix, key string) string {
 		return key[len(queuePrefix):]
 	}
 	return node
+}
+
+// withCredentials passes the caller's credentials on to the member: the
+// Authorization header (an auth token, as etcd's JSON gateway forwards it)
+// becomes the "authorization" metadata of every call made for the request,
+// so with authentication enabled the lock service needs what the gateway
+// needs and acts with the caller's permissions.
+func withCredentials(ctx context.Context, r *http.Request) context.Context {
+	if token := r.Header.Get("Authorization"); token != "" {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", token)
+	}
+	return ctx
 }
 
 // decodeBody reads the whole body (so the server notices when the client

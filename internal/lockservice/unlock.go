@@ -24,7 +24,7 @@ func (s *Service) serveUnlock(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, err)
 		return
 	}
-	ctx := r.Context()
+	ctx := withCredentials(r.Context(), r)
 	prefix := s.queuePrefix(req.Type, req.ResourceID)
 	key := nodeKey(prefix, req.NodeID)
 	name := req.Type + ":" + req.ResourceID
@@ -103,7 +103,7 @@ func (s *Service) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prefix := s.queuePrefix(typ, resource)
-	resp, err := s.client.Get(r.Context(), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	resp, err := s.client.Get(withCredentials(r.Context(), r), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		s.fail(w, statusOf(err), fmt.Errorf("read the queue of %s:%s: %w", typ, resource, err))

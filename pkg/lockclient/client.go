@@ -61,6 +61,10 @@ type Config struct {
 	// Timeout bounds each request until its first answer: the whole of
 	// /unlock, and /lock until it is acquired or queued (0: DefaultTimeout).
 	Timeout time.Duration
+	// Authorization, if set, is sent as the Authorization header of every
+	// request: an auth token (etcd's Authenticate), when the cluster has
+	// authentication enabled.
+	Authorization string
 	Callbacks
 }
 
@@ -152,6 +156,9 @@ func (c *Client) post(ctx context.Context, endpoint, path string, body any) (*ht
 		return nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.cfg.Authorization != "" {
+		req.Header.Set("Authorization", c.cfg.Authorization)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, &NetworkError{Err: err}

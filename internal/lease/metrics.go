@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "The number of renewed leases seen by the leader.",
 		}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "etcd_server", Subsystem: "lease", Name: "expired_total",
+			Namespace: "etcd_debugging", Subsystem: "server", Name: "lease_expired_total",
 			Help: "The total number of expired leases.",
 		}),
 		ttls: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -177,7 +177,10 @@ func (n *Node) applySnapshot(meta raftpb.SnapshotMetadata) error {
 	if meta.Index <= st.processed {
 		return fmt.Errorf("raftnode: snapshot %d from the leader is not newer than processed entry %d", meta.Index, st.processed)
 	}
-	if err := n.restoreFromFile(meta); err != nil {
+	n.metrics.snapshotApplying.Set(1)
+	err := n.restoreFromFile(meta)
+	n.metrics.snapshotApplying.Set(0)
+	if err != nil {
 		return err
 	}
 	st.processed, st.applied, st.appliedTerm = meta.Index, meta.Index, meta.Term

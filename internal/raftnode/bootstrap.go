@@ -65,6 +65,10 @@ func (n *Node) walOptions() wal.Options {
 			n.metrics.walFsyncSeconds.Observe(time.Since(start).Seconds())
 			return err
 		},
+		OnWrite: func(bytes int, took time.Duration) {
+			n.metrics.walWriteSeconds.Observe(took.Seconds())
+			n.metrics.walWriteBytes.Add(float64(bytes))
+		},
 	}
 }
 

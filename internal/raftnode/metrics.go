@@ -6,21 +6,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the node's Prometheus collectors. They exist (and cost a few
-// atomic adds) even when Config.Metrics is nil, so that the hot paths never
-// branch on it.
+// metrics are the node's Prometheus collectors, under etcd 3.6's names,
+// types, help texts and buckets where etcd has the same quantity (so that
+// etcd's dashboards and alerts read them unchanged), metastore_* where it
+// has none. They exist (and cost a few atomic adds) even when
+// Config.Metrics is nil, so that the hot paths never branch on it.
 type metrics struct {
-	walFsyncSeconds     prometheus.Histogram
-	snapshotSaveSeconds prometheus.Histogram
-	proposalsCommitted  prometheus.Gauge
-	proposalsApplied    prometheus.Gauge
-	proposalsPending    prometheus.Gauge
-	proposalsFailed     prometheus.Counter
-	leaderChanges       prometheus.Counter
-	hasLeader           prometheus.Gauge
-	isLeader            prometheus.Gauge
-	readIndexRounds     prometheus.Counter
-	readIndexResends    prometheus.Counter
+	walFsyncSeconds       prometheus.Histogram
+	walWriteSeconds       prometheus.Histogram
+	walWriteBytes         prometheus.Gauge
+	snapshotSaveSeconds   prometheus.Histogram
+	snapshotApplying      prometheus.Gauge
+	proposalsCommitted    prometheus.Gauge
+	proposalsApplied      prometheus.Gauge
+	proposalsFailed       prometheus.Counter
+	leaderChanges         prometheus.Counter
+	hasLeader             prometheus.Gauge
+	isLeader              prometheus.Gauge
+	heartbeatSendFailures prometheus.Counter
+	slowReadIndexes       prometheus.Counter
+	readIndexesFailed     prometheus.Counter
+	readIndexRounds       prometheus.Counter
 
 	// registered are the collectors on reg, unregistered by Node.Stop so
 	// that a member restarted in the same process can register again.
@@ -28,53 +34,55 @@ type metrics struct {
 	registered []prometheus.Collector
 }
 
+// etcdDiskBuckets are etcd's buckets for WAL and snapshot fsyncs and
+// writes: 1 ms doubling to 8.192 s.
+var etcdDiskBuckets = prometheus.ExponentialBuckets(0.001, 2, 14)
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "etcd", Subsystem: "server", Name: name, Help: help})
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "etcd", Subsystem: "server", Name: name, Help: help})
+	}
 	m := &metrics{
 		walFsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "metastore", Subsystem: "wal", Name: "fsync_duration_seconds",
-			Help:    "Latency of WAL fsyncs (one per raft Ready that carries entries or a vote).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+			Namespace: "etcd", Subsystem: "disk", Name: "wal_fsync_duration_seconds",
+			Help:    "The latency distributions of fsync called by WAL.",
+			Buckets: etcdDiskBuckets,
 		}),
+		walWriteSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "etcd", Subsystem: "disk", Name: "wal_write_duration_seconds",
+			Help:    "The latency distributions of write called by WAL.",
+			Buckets: etcdDiskBuckets,
+		}),
+		// A gauge, as in etcd (which Adds to it).
+		walWriteBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "etcd", Subsystem: "disk", Name: "wal_write_bytes_total",
+			Help: "Total number of bytes written in WAL.",
+		}),
+		// etcd's snapshotter save: here the state machine snapshot file
+		// and the log compaction behind it.
 		snapshotSaveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "metastore", Subsystem: "snap", Name: "save_duration_seconds",
-			Help:    "Time to write a state machine snapshot file and compact the log behind it.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+			Namespace: "etcd_debugging", Subsystem: "snap", Name: "save_total_duration_seconds",
+			Help:    "The total latency distributions of save called by snapshot.",
+			Buckets: etcdDiskBuckets,
 		}),
-		proposalsCommitted: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "metastore", Subsystem: "raft", Name: "proposals_committed_total",
-			Help: "Commit index: the number of consensus proposals committed.",
-		}),
-		proposalsApplied: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "metastore", Subsystem: "raft", Name: "proposals_applied_total",
-			Help: "Applied index: the number of committed proposals the state machine holds.",
-		}),
-		proposalsPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "metastore", Subsystem: "raft", Name: "proposals_pending",
-			Help: "Log entries appended but not yet committed.",
-		}),
-		proposalsFailed: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "metastore", Subsystem: "raft", Name: "proposals_failed_total",
-			Help: "Proposals raft did not accept (no leader, dropped, cancelled).",
-		}),
-		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "metastore", Subsystem: "raft", Name: "leader_changes_seen_total",
-			Help: "Number of leader changes seen.",
-		}),
-		hasLeader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "metastore", Subsystem: "raft", Name: "has_leader",
-			Help: "1 if a leader is known, else 0.",
-		}),
-		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "metastore", Subsystem: "raft", Name: "is_leader",
-			Help: "1 if this member is the leader, else 0.",
-		}),
+		snapshotApplying:   gauge("snapshot_apply_in_progress_total", "1 if the server is applying the incoming snapshot. 0 if none."),
+		proposalsCommitted: gauge("proposals_committed_total", "The total number of consensus proposals committed."),
+		proposalsApplied:   gauge("proposals_applied_total", "The total number of consensus proposals applied."),
+		proposalsFailed:    counter("proposals_failed_total", "The total number of failed proposals seen."),
+		leaderChanges:      counter("leader_changes_seen_total", "The number of leader changes seen."),
+		hasLeader:          gauge("has_leader", "Whether or not a leader exists. 1 is existence, 0 is not."),
+		isLeader:           gauge("is_leader", "Whether or not this member is a leader. 1 if is, 0 otherwise."),
+		heartbeatSendFailures: counter("heartbeat_send_failures_total",
+			"The total number of leader heartbeat send failures (likely overloaded from slow disk)."),
+		slowReadIndexes: counter("slow_read_indexes_total",
+			"The total number of pending read indexes not in sync with leader's or timed out read index requests."),
+		readIndexesFailed: counter("read_indexes_failed_total", "The total number of failed read indexes seen."),
 		readIndexRounds: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "metastore", Subsystem: "raft", Name: "read_index_rounds_total",
 			Help: "ReadIndex rounds run for linearizable reads (each serves every read waiting when it started).",
-		}),
-		readIndexResends: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "metastore", Subsystem: "raft", Name: "read_index_resends_total",
-			Help: "ReadIndex requests sent again because a round got no answer within the retry interval or the leader changed; each delays its round's reads (etcd's slow_read_indexes_total).",
 		}),
 	}
 	if reg == nil {
@@ -82,9 +90,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.reg = reg
 	for _, c := range []prometheus.Collector{
-		m.walFsyncSeconds, m.snapshotSaveSeconds, m.proposalsCommitted, m.proposalsApplied,
-		m.proposalsPending, m.proposalsFailed, m.leaderChanges, m.hasLeader, m.isLeader, m.readIndexRounds,
-		m.readIndexResends,
+		m.walFsyncSeconds, m.walWriteSeconds, m.walWriteBytes, m.snapshotSaveSeconds, m.snapshotApplying,
+		m.proposalsCommitted, m.proposalsApplied, m.proposalsFailed, m.leaderChanges, m.hasLeader, m.isLeader,
+		m.heartbeatSendFailures, m.slowReadIndexes, m.readIndexesFailed, m.readIndexRounds,
 	} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()

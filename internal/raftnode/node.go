@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -42,6 +43,8 @@ type Node struct {
 	snaps     *snapfile.Store
 	transport Transport
 	metrics   *metrics
+	// heartbeats times the leader's heartbeats (raft loop only).
+	heartbeats heartbeatDetector
 
 	// Published state, written by the raft and apply loops, read by
 	// anyone without locks.
@@ -109,6 +112,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		storage:            raft.NewMemoryStorage(),
 		transport:          cfg.Transport,
 		metrics:            m,
+		heartbeats:         newHeartbeatDetector(cfg.TickInterval * time.Duration(cfg.HeartbeatTicks)),
 		leaderChanged:      newBroadcast(),
 		applyc:             make(chan toApply),
 		fullSnapshotWanted: make(chan struct{}, 1),
@@ -152,6 +156,11 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 	}
 	return nil
 }
+
+// CountFailedProposal counts a proposal raft accepted that never came
+// back applied in time (etcd_server_proposals_failed_total also counts
+// those).
+func (n *Node) CountFailedProposal() { n.metrics.proposalsFailed.Inc() }
 
 // ProposeConfChange proposes a membership change; it takes effect when the
 // entry is applied, unless the state machine vetoes it then

@@ -347,18 +347,20 @@ func TestMetricsRegistered(t *testing.T) {
 		}
 	}
 	for name, atLeast := range map[string]float64{
-		"metastore_wal_fsync_duration_seconds":     1,
-		"metastore_raft_proposals_applied_total":   10,
-		"metastore_raft_proposals_committed_total": 10,
-		"metastore_raft_leader_changes_seen_total": 1,
-		"metastore_raft_is_leader":                 1,
-		"metastore_raft_has_leader":                1,
+		"etcd_disk_wal_fsync_duration_seconds":  1,
+		"etcd_disk_wal_write_duration_seconds":  1,
+		"etcd_disk_wal_write_bytes_total":       1,
+		"etcd_server_proposals_applied_total":   10,
+		"etcd_server_proposals_committed_total": 10,
+		"etcd_server_leader_changes_seen_total": 1,
+		"etcd_server_is_leader":                 1,
+		"etcd_server_has_leader":                1,
 	} {
 		if got, ok := value[name]; !ok || got < atLeast {
 			t.Fatalf("metric %s = %v (registered %v), want >= %v", name, got, ok, atLeast)
 		}
 	}
-	if got := value["metastore_raft_leader_changes_seen_total"]; got != 1 {
+	if got := value["etcd_server_leader_changes_seen_total"]; got != 1 {
 		t.Fatalf("leader changes = %v, want 1", got)
 	}
 	mu.Lock()

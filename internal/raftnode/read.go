@@ -176,7 +176,12 @@ func (n *Node) confirmReadIndex(r *readRound) (uint64, error) {
 			continue // an answer to an earlier, abandoned round
 		case <-leaderChanged:
 			leaderChanged = n.leaderChanged.next()
+			// etcd fails such a read index (the new leader never saw it);
+			// this round asks the new leader instead.
+			n.metrics.readIndexesFailed.Inc()
 		case <-retry.C:
+			// etcd's slow read index: no answer within the retry interval.
+			n.metrics.slowReadIndexes.Inc()
 		case <-n.stopping:
 			return 0, ErrStopped
 		}
@@ -186,7 +191,6 @@ func (n *Node) confirmReadIndex(r *readRound) (uint64, error) {
 		if abandoned {
 			return 0, errRoundAbandoned
 		}
-		n.metrics.readIndexResends.Inc()
 		if err := n.sendReadIndex(n.readSeq.Add(1)); err != nil {
 			return 0, err
 		}
@@ -202,6 +206,7 @@ func (n *Node) sendReadIndex(seq uint64) error {
 		if errors.Is(err, raft.ErrStopped) || n.ctx.Err() != nil {
 			return ErrStopped
 		}
+		n.metrics.readIndexesFailed.Inc()
 		return fmt.Errorf("raftnode: read index: %w", err)
 	}
 	return nil

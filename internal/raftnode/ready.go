@@ -115,9 +115,6 @@ func (n *Node) handleReady(rd raft.Ready, isLeader *bool) error {
 		n.send(rd.Messages)
 	}
 	n.raft.Advance()
-	if last, err := n.storage.LastIndex(); err == nil {
-		n.metrics.proposalsPending.Set(float64(last) - float64(n.commitIndex.Load()))
-	}
 	return nil
 }
 
@@ -163,12 +160,20 @@ func (n *Node) send(msgs []raftpb.Message) {
 	if len(msgs) == 0 || n.transport == nil {
 		return
 	}
+	for i := range msgs {
+		if msgs[i].Type == raftpb.MsgHeartbeat && !n.heartbeats.onTime(msgs[i].To, time.Now()) {
+			n.metrics.heartbeatSendFailures.Inc()
+			n.logger.Warn("leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk",
+				"to", fmt.Sprintf("%x", msgs[i].To), "heartbeat-interval", n.heartbeats.interval/2)
+		}
+	}
 	n.transport.Send(msgs)
 }
 
 func (n *Node) updateLeader(ss *raft.SoftState) {
 	if ss.RaftState == raft.StateLeader {
 		n.metrics.isLeader.Set(1)
+		n.heartbeats.reset()
 	} else {
 		n.metrics.isLeader.Set(0)
 	}

@@ -344,7 +344,7 @@ func TestRaftClusterElectsAndReplicates(t *testing.T) {
 		payloadBytes += len(p)
 	}
 	reg := c.regs[lead]
-	if sent := counterSum(t, reg, "metastore_network_peer_sent_bytes_total"); sent < float64(2*payloadBytes) {
+	if sent := counterSum(t, reg, "etcd_network_peer_sent_bytes_total"); sent < float64(2*payloadBytes) {
 		t.Fatalf("leader counted %v bytes sent, less than the %d payload bytes it replicated", sent, 2*payloadBytes)
 	}
 	if sent := counterSum(t, reg, "metastore_network_peer_sent_messages_total"); sent == 0 {
@@ -390,8 +390,8 @@ func TestIsolatedFollowerCatchesUpBySnapshot(t *testing.T) {
 	// Both ends record the transfer once it is acknowledged, which can be
 	// after the follower already applied it.
 	waitFor(t, "snapshot durations recorded", func() bool {
-		return histogramCount(t, c.regs[lagging], "metastore_network_snapshot_receive_total_duration_seconds") > 0 &&
-			histogramCount(t, c.regs[lead], "metastore_network_snapshot_send_total_duration_seconds") > 0
+		return histogramCount(t, c.regs[lagging], "etcd_network_snapshot_receive_total_duration_seconds") > 0 &&
+			histogramCount(t, c.regs[lead], "etcd_network_snapshot_send_total_duration_seconds") > 0
 	})
 	refs, err := c.nodes[lagging].Snapshots().List()
 	if err != nil || len(refs) == 0 {

@@ -7,65 +7,93 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the transport's Prometheus collectors, named after etcd's
-// etcd_network_* family. They exist even when Config.Metrics is nil so
-// that the hot paths never branch on it; per-peer children are looked up
-// once per peer (or per incoming stream), so counting a message is one
-// atomic add.
+// metrics are the transport's Prometheus collectors: etcd 3.6's
+// etcd_network_* family (rafthttp) under etcd's names, labels (To, From,
+// Local, Remote: member IDs in hex) and buckets, plus the message counts,
+// which etcd does not have, as metastore_network_*. They exist even when
+// Config.Metrics is nil so that the hot paths never branch on it; per-peer
+// children are looked up once per peer (or per incoming stream), so
+// counting a message is one atomic add.
 type metrics struct {
+	local string // this member's ID, the Local label
+
 	sentBytes        *prometheus.CounterVec
 	receivedBytes    *prometheus.CounterVec
+	sentFailures     *prometheus.CounterVec
+	receivedFailures *prometheus.CounterVec
 	sentMessages     *prometheus.CounterVec
 	receivedMessages *prometheus.CounterVec
-	dropped          *prometheus.CounterVec
-	snapshotSend     *prometheus.HistogramVec
-	snapshotReceive  *prometheus.HistogramVec
 	roundTrip        *prometheus.HistogramVec
-	activePeers      prometheus.Gauge
+	activePeers      *prometheus.GaugeVec
+	disconnected     *prometheus.CounterVec
+
+	snapshotSent          *prometheus.CounterVec
+	snapshotSendFailures  *prometheus.CounterVec
+	snapshotSendInflight  *prometheus.GaugeVec
+	snapshotSendSeconds   *prometheus.HistogramVec
+	snapshotReceived      *prometheus.CounterVec
+	snapshotRecvFailures  *prometheus.CounterVec
+	snapshotRecvInflight  *prometheus.GaugeVec
+	snapshotReceiveSecond *prometheus.HistogramVec
 
 	reg        prometheus.Registerer
 	registered []prometheus.Collector
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// snapshotBuckets are etcd's: 100 ms doubling to 51.2 s.
+var snapshotBuckets = prometheus.ExponentialBuckets(0.1, 2, 10)
+
+func newMetrics(reg prometheus.Registerer, local uint64) (*metrics, error) {
+	opts := func(ns, name, help string) prometheus.CounterOpts {
+		return prometheus.CounterOpts{Namespace: ns, Subsystem: "network", Name: name, Help: help}
+	}
 	counter := func(name, help, label string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "metastore", Subsystem: "network", Name: name, Help: help,
+		return prometheus.NewCounterVec(opts("etcd", name, help), []string{label})
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("etcd", name, help)), labels)
+	}
+	histogram := func(name, help, label string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "etcd", Subsystem: "network", Name: name, Help: help, Buckets: buckets,
 		}, []string{label})
 	}
 	m := &metrics{
-		sentBytes:        counter("peer_sent_bytes_total", "Bytes of raft messages written to each peer's stream.", "To"),
-		receivedBytes:    counter("peer_received_bytes_total", "Bytes of raft messages read from each peer's stream.", "From"),
-		sentMessages:     counter("peer_sent_messages_total", "Raft messages written to each peer's stream.", "To"),
-		receivedMessages: counter("peer_received_messages_total", "Raft messages read from each peer's stream.", "From"),
-		dropped:          counter("peer_sent_failures_total", "Raft messages dropped: peer not connected, queue full, or snapshot not sent.", "To"),
-		snapshotSend: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "metastore", Subsystem: "network", Name: "snapshot_send_total_duration_seconds",
-			Help:    "Time to stream a snapshot to a peer until it acknowledged (or failed).",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
-		}, []string{"To", "Outcome"}),
-		snapshotReceive: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "metastore", Subsystem: "network", Name: "snapshot_receive_total_duration_seconds",
-			Help:    "Time to receive, store and step a snapshot from a peer (or fail).",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
-		}, []string{"From", "Outcome"}),
-		roundTrip: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "metastore", Subsystem: "network", Name: "peer_round_trip_time_seconds",
-			Help:    "Round trip of a probe request to each peer.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-		}, []string{"To"}),
-		activePeers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "metastore", Subsystem: "network", Name: "active_peers",
-			Help: "Peers whose outgoing message stream is connected.",
-		}),
+		local:            idString(local),
+		sentBytes:        counter("peer_sent_bytes_total", "The total number of bytes sent to peers.", "To"),
+		receivedBytes:    counter("peer_received_bytes_total", "The total number of bytes received from peers.", "From"),
+		sentFailures:     counter("peer_sent_failures_total", "The total number of send failures from peers.", "To"),
+		receivedFailures: counter("peer_received_failures_total", "The total number of receive failures from peers.", "From"),
+		sentMessages: prometheus.NewCounterVec(opts("metastore", "peer_sent_messages_total",
+			"Raft messages written to each peer's stream."), []string{"To"}),
+		receivedMessages: prometheus.NewCounterVec(opts("metastore", "peer_received_messages_total",
+			"Raft messages read from each peer's stream."), []string{"From"}),
+		// 0.1 ms doubling to 3.2768 s, as etcd.
+		roundTrip: histogram("peer_round_trip_time_seconds", "Round-Trip-Time histogram between peers", "To",
+			prometheus.ExponentialBuckets(0.0001, 2, 16)),
+		activePeers:  gauge("active_peers", "The current number of active peer connections.", "Local", "Remote"),
+		disconnected: prometheus.NewCounterVec(opts("etcd", "disconnected_peers_total", "The total number of disconnected peers."), []string{"Local", "Remote"}),
+
+		snapshotSent:         counter("snapshot_send_success", "Total number of successful snapshot sends", "To"),
+		snapshotSendFailures: counter("snapshot_send_failures", "Total number of snapshot send failures", "To"),
+		snapshotSendInflight: gauge("snapshot_send_inflights_total", "Total number of inflight snapshot sends", "To"),
+		snapshotSendSeconds: histogram("snapshot_send_total_duration_seconds", "Total latency distributions of v3 snapshot sends",
+			"To", snapshotBuckets),
+		snapshotReceived:     counter("snapshot_receive_success", "Total number of successful snapshot receives", "From"),
+		snapshotRecvFailures: counter("snapshot_receive_failures", "Total number of snapshot receive failures", "From"),
+		snapshotRecvInflight: gauge("snapshot_receive_inflights_total", "Total number of inflight snapshot receives", "From"),
+		snapshotReceiveSecond: histogram("snapshot_receive_total_duration_seconds", "Total latency distributions of v3 snapshot receives",
+			"From", snapshotBuckets),
 		reg: reg,
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{
-		m.sentBytes, m.receivedBytes, m.sentMessages, m.receivedMessages, m.dropped,
-		m.snapshotSend, m.snapshotReceive, m.roundTrip, m.activePeers,
+		m.sentBytes, m.receivedBytes, m.sentFailures, m.receivedFailures, m.sentMessages, m.receivedMessages,
+		m.roundTrip, m.activePeers, m.disconnected,
+		m.snapshotSent, m.snapshotSendFailures, m.snapshotSendInflight, m.snapshotSendSeconds,
+		m.snapshotReceived, m.snapshotRecvFailures, m.snapshotRecvInflight, m.snapshotReceiveSecond,
 	} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
@@ -93,25 +121,34 @@ type peerMetrics struct {
 	sentMessages prometheus.Counter
 	dropped      prometheus.Counter
 	roundTrip    prometheus.Observer
+	active       prometheus.Gauge
+	disconnected prometheus.Counter
 }
 
 func (m *metrics) forPeer(label string) peerMetrics {
 	return peerMetrics{
 		sentBytes:    m.sentBytes.WithLabelValues(label),
 		sentMessages: m.sentMessages.WithLabelValues(label),
-		dropped:      m.dropped.WithLabelValues(label),
+		dropped:      m.sentFailures.WithLabelValues(label),
 		roundTrip:    m.roundTrip.WithLabelValues(label),
+		active:       m.activePeers.WithLabelValues(m.local, label),
+		disconnected: m.disconnected.WithLabelValues(m.local, label),
 	}
 }
 
 // forgetPeer deletes a removed peer's series so that they do not linger.
 func (m *metrics) forgetPeer(label string) {
-	m.sentBytes.DeleteLabelValues(label)
-	m.sentMessages.DeleteLabelValues(label)
-	m.dropped.DeleteLabelValues(label)
+	for _, v := range []*prometheus.CounterVec{
+		m.sentBytes, m.sentMessages, m.sentFailures, m.receivedBytes, m.receivedMessages, m.receivedFailures,
+		m.snapshotSent, m.snapshotSendFailures, m.snapshotReceived, m.snapshotRecvFailures,
+	} {
+		v.DeleteLabelValues(label)
+	}
 	m.roundTrip.DeleteLabelValues(label)
-	m.receivedBytes.DeleteLabelValues(label)
-	m.receivedMessages.DeleteLabelValues(label)
-	m.snapshotSend.DeletePartialMatch(prometheus.Labels{"To": label})
-	m.snapshotReceive.DeletePartialMatch(prometheus.Labels{"From": label})
+	m.snapshotSendSeconds.DeleteLabelValues(label)
+	m.snapshotReceiveSecond.DeleteLabelValues(label)
+	m.snapshotSendInflight.DeleteLabelValues(label)
+	m.snapshotRecvInflight.DeleteLabelValues(label)
+	m.activePeers.DeleteLabelValues(m.local, label)
+	m.disconnected.DeleteLabelValues(m.local, label)
 }

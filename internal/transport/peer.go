@@ -151,9 +151,10 @@ func (p *peer) setActive(active bool) {
 	p.since = time.Now()
 	p.mu.Unlock()
 	if active {
-		p.t.metrics.activePeers.Inc()
+		p.metrics.active.Set(1)
 	} else {
-		p.t.metrics.activePeers.Dec()
+		p.metrics.active.Set(0)
+		p.metrics.disconnected.Inc()
 	}
 }
 

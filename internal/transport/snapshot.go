@@ -46,17 +46,21 @@ func (p *peer) runSnapshots() {
 // sendSnapshot streams m with its image and reports the outcome to raft.
 func (p *peer) sendSnapshot(m raftpb.Message) {
 	start := time.Now()
+	inflight := p.t.metrics.snapshotSendInflight.WithLabelValues(p.label)
+	inflight.Inc()
 	size, err := p.streamSnapshot(m)
+	inflight.Dec()
 	meta := m.Snapshot.Metadata
 	took := time.Since(start)
 	if err != nil {
 		p.drop()
-		p.t.metrics.snapshotSend.WithLabelValues(p.label, "failure").Observe(took.Seconds())
+		p.t.metrics.snapshotSendFailures.WithLabelValues(p.label).Inc()
 		p.logEvent("snapshot-failed", slog.LevelWarn, "failed to send snapshot", "index", meta.Index, "term", meta.Term, "took", took, "err", err)
 		p.t.reportSnapshot(p.id, raft.SnapshotFailure)
 		return
 	}
-	p.t.metrics.snapshotSend.WithLabelValues(p.label, "success").Observe(took.Seconds())
+	p.t.metrics.snapshotSent.WithLabelValues(p.label).Inc()
+	p.t.metrics.snapshotSendSeconds.WithLabelValues(p.label).Observe(took.Seconds())
 	p.log.Info("sent snapshot", "index", meta.Index, "term", meta.Term, "image-bytes", size, "took", took)
 	p.t.reportSnapshot(p.id, raft.SnapshotFinish)
 }
@@ -215,10 +219,13 @@ func (t *Transport) serveSnapshot(w http.ResponseWriter, r *http.Request, from u
 
 	start := time.Now()
 	label := idString(from)
+	inflight := t.metrics.snapshotRecvInflight.WithLabelValues(label)
+	inflight.Inc()
 	m, size, err := t.receiveSnapshot(ctx, r.Body, from, a)
+	inflight.Dec()
 	took := time.Since(start)
 	if err != nil {
-		t.metrics.snapshotReceive.WithLabelValues(label, "failure").Observe(took.Seconds())
+		t.metrics.snapshotRecvFailures.WithLabelValues(label).Inc()
 		t.log.Warn("failed to receive snapshot", "peer", label, "took", took, "err", err)
 		code := http.StatusInternalServerError
 		var bad *badRequestError
@@ -228,7 +235,8 @@ func (t *Transport) serveSnapshot(w http.ResponseWriter, r *http.Request, from u
 		http.Error(w, err.Error(), code)
 		return
 	}
-	t.metrics.snapshotReceive.WithLabelValues(label, "success").Observe(took.Seconds())
+	t.metrics.snapshotReceived.WithLabelValues(label).Inc()
+	t.metrics.snapshotReceiveSecond.WithLabelValues(label).Observe(took.Seconds())
 	t.log.Info("received snapshot", "peer", label, "index", m.Snapshot.Metadata.Index,
 		"term", m.Snapshot.Metadata.Term, "image-bytes", size, "took", took)
 	w.WriteHeader(http.StatusNoContent)

@@ -236,6 +236,7 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request, from uin
 	label := idString(from)
 	receivedBytes := t.metrics.receivedBytes.WithLabelValues(label)
 	receivedMessages := t.metrics.receivedMessages.WithLabelValues(label)
+	receiveFailures := t.metrics.receivedFailures.WithLabelValues(label)
 	// Log through the peer's limiter: a flapping link must not flood.
 	logEvent := func(kind string, level slog.Level, msg string, attrs ...any) {
 		if p := t.peer(from); p != nil {
@@ -250,6 +251,7 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request, from uin
 		n, err := fr.readMessage(&m)
 		if err != nil {
 			if in.ctx.Err() == nil && !errors.Is(err, io.EOF) {
+				receiveFailures.Inc()
 				logEvent("inbound-broken", slog.LevelWarn, "message stream from peer broke", "err", err)
 			}
 			return

@@ -82,7 +82,7 @@ func New(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.Metrics)
+	m, err := newMetrics(cfg.Metrics, cfg.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -45,6 +46,9 @@ type Options struct {
 	// SyncFile makes a segment's written data durable. Nil means SyncData.
 	// It is injectable so that callers can time it and tests can count it.
 	SyncFile func(*os.File) error
+	// OnWrite, if set, is told the bytes and duration of every append to
+	// a segment (before its fsync), for metrics.
+	OnWrite func(bytes int, took time.Duration)
 }
 
 func (o Options) withDefaults() Options {
@@ -449,8 +453,12 @@ func (w *WAL) writable() error {
 
 // write appends buf to the tail segment, with an fsync when sync is set.
 func (w *WAL) write(buf []byte, sync bool) error {
+	start := time.Now()
 	n, err := w.tail.Write(buf)
 	w.tailSize += int64(n)
+	if w.opts.OnWrite != nil {
+		w.opts.OnWrite(n, time.Since(start))
+	}
 	if err != nil {
 		w.failed = fmt.Errorf("write WAL segment %s: %w", w.tail.Name(), err)
 		return w.failed

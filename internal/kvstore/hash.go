@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"time"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -30,6 +31,7 @@ type HashKVResult struct {
 // Unlike etcd, no hash computed during a compaction is cached, so for rev
 // equal to a past compaction revision the value is the fresh one.
 func (s *Store) HashKV(rev int64) (HashKVResult, error) {
+	defer func(start time.Time) { s.m.hashRevSeconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	snap, err := s.acquire()
 	if err != nil {
 		return HashKVResult{}, err
@@ -88,6 +90,7 @@ func (s *Store) HashKV(rev int64) (HashKVResult, error) {
 // included, except the consistent index (which members legitimately
 // differ on). It backs Maintenance.Hash, meant for tests.
 func (s *Store) Hash() (uint32, error) {
+	defer func(start time.Time) { s.m.hashSeconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	snap, err := s.acquire()
 	if err != nil {
 		return 0, err

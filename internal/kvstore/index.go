@@ -126,6 +126,9 @@ func (x indexView) keep(atRev int64) map[revision]struct{} {
 type indexWriter struct {
 	indexView
 	epoch uint64
+	// live counts the keys that exist at the newest revision (etcd's
+	// etcd_debugging_mvcc_keys_total).
+	live int64
 }
 
 func newIndexWriter() *indexWriter {
@@ -155,9 +158,13 @@ func (x *indexWriter) mutable(ki *keyIndex) *keyIndex {
 // key is copied when a new keyIndex is created.
 func (x *indexWriter) put(key []byte, rev revision, lease int64) {
 	if ki := x.lookup(key); ki != nil {
+		if !ki.isLive() {
+			x.live++
+		}
 		x.mutable(ki).put(rev, lease)
 		return
 	}
+	x.live++
 	ki := &keyIndex{key: append([]byte(nil), key...), epoch: x.epoch}
 	ki.put(rev, lease)
 	x.tree.ReplaceOrInsert(ki)
@@ -169,11 +176,15 @@ func (x *indexWriter) tombstone(ki *keyIndex, rev revision) bool {
 	if !ki.isLive() {
 		return false
 	}
+	x.live--
 	return x.mutable(ki).tombstone(rev)
 }
 
 // insert adds a keyIndex built while rebuilding the index.
 func (x *indexWriter) insert(ki *keyIndex) {
+	if ki.isLive() {
+		x.live++
+	}
 	ki.epoch = x.epoch
 	x.tree.ReplaceOrInsert(ki)
 }

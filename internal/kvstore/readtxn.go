@@ -26,6 +26,7 @@ func (s *Store) Range(req *etcdserverpb.RangeRequest) (*etcdserverpb.RangeRespon
 	}
 	defer snap.release()
 	r := snap.reader()
+	s.m.ranges.Inc()
 	return executeRange(&r, snap.rev, req)
 }
 
@@ -54,6 +55,7 @@ func (s *Store) ReadTxn(req *etcdserverpb.TxnRequest) (*etcdserverpb.TxnResponse
 		return nil, err
 	}
 	resp.Header.Revision = x.rev
+	s.m.countTxn(resp)
 	return resp, nil
 }
 

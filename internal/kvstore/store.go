@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -29,6 +31,9 @@ type Options struct {
 	// Leases is the lease table; nil means no lease exists, so every Put
 	// with a nonzero lease fails with ErrLeaseNotFound.
 	Leases LeaseTable
+	// Metrics receives the store's collectors (etcd's mvcc and backend
+	// commit metrics); nil registers none.
+	Metrics prometheus.Registerer
 	// OnCommit, if set, is called at the end of each Commit with the events
 	// of the revisions that Commit made visible, in revision order. It runs
 	// on the apply goroutine and must not block. It owns the slice.
@@ -42,6 +47,7 @@ type Store struct {
 	leases   LeaseTable
 	onCommit func([]mvccpb.Event)
 	backend  Backend
+	m        *metrics
 
 	// current is the image readers use: everything as of the last Commit.
 	current atomic.Pointer[snapshot]
@@ -62,6 +68,7 @@ type snapshot struct {
 	compactRev int64
 	index64    uint64 // consistent index
 	term       uint64
+	liveKeys   int64 // keys that exist at rev
 }
 
 func (snap *snapshot) release() {
@@ -102,6 +109,11 @@ func Open(b Backend, opts Options) (*Store, error) {
 	if err := s.load(); err != nil {
 		return nil, fmt.Errorf("open kvstore: %w", err)
 	}
+	m, err := newMetrics(s, opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
 	return s, nil
 }
 
@@ -149,6 +161,7 @@ func (s *Store) publish(view ReadView) {
 		compactRev: w.compactRev,
 		index64:    w.appliedIndex,
 		term:       w.appliedTerm,
+		liveKeys:   w.index.live,
 	}
 	snap.refs.Store(1)
 	if old := s.current.Swap(snap); old != nil {
@@ -258,7 +271,10 @@ func (s *Store) Commit() error {
 		binary.BigEndian.PutUint64(v[8:], w.appliedTerm)
 		w.batch.Put(metaAppliedKey, v[:])
 	}
-	if err := w.batch.Commit(); err != nil {
+	start := time.Now()
+	err := w.batch.Commit()
+	s.m.commitSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
 		w.failed = fmt.Errorf("kvstore: commit failed, store unusable: %w", err)
 		return w.failed
 	}

@@ -48,6 +48,7 @@ func (s *Store) Txn(req *etcdserverpb.TxnRequest) (*etcdserverpb.TxnResponse, er
 		return nil, err
 	}
 	resp.Header.Revision = rev
+	s.m.countTxn(resp)
 	return resp, nil
 }
 

@@ -81,6 +81,7 @@ func (tw *TxnWrite) Put(key, value []byte, lease int64) int64 {
 	w.pending[idxRev] = kv
 	w.events = append(w.events, mvccpb.Event{Type: mvccpb.PUT, Kv: kv})
 	tw.changes++
+	tw.s.m.putBytes.Add(float64(len(key) + len(value)))
 
 	if oldLease == lease || tw.s.leases == nil {
 		return rev
@@ -125,6 +126,15 @@ func (tw *TxnWrite) delete(ki *keyIndex) {
 	}
 }
 
+// boolInt is 1 for true: an operation that read the previous value counts
+// one range, as in etcd.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // leaseExists is the lease check etcd does before a put.
 func (s *Store) leaseExists(id int64) bool {
 	return id == 0 || (s.leases != nil && s.leases.LeaseExists(id))
@@ -141,7 +151,11 @@ func (s *Store) Put(req *etcdserverpb.PutRequest) (*etcdserverpb.PutResponse, er
 	}
 	tw := s.Write()
 	defer tw.End()
-	return tw.put(req)
+	resp, err := tw.put(req)
+	if err == nil {
+		s.m.countOps(boolInt(req.PrevKv || req.IgnoreValue || req.IgnoreLease), 1, 0)
+	}
+	return resp, err
 }
 
 // put is etcd's put: read the previous value if the request needs it,
@@ -183,7 +197,11 @@ func (s *Store) DeleteRange(req *etcdserverpb.DeleteRangeRequest) (*etcdserverpb
 	}
 	tw := s.Write()
 	defer tw.End()
-	return tw.deleteRange(req)
+	resp, err := tw.deleteRange(req)
+	if err == nil {
+		s.m.countOps(boolInt(req.PrevKv), 0, 1)
+	}
+	return resp, err
 }
 
 func (tw *TxnWrite) deleteRange(req *etcdserverpb.DeleteRangeRequest) (*etcdserverpb.DeleteRangeResponse, error) {

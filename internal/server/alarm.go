@@ -165,7 +165,7 @@ func (a *applier) applyAlarm(r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 			resp.Alarms = append(resp.Alarms, m)
 		}
 	}
-	a.s.metrics.alarmsChanged(alarms.get(pb.AlarmType_NONE))
+	a.s.ops.alarmsChanged(alarms.get(pb.AlarmType_NONE))
 	return resp, nil
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"io"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
@@ -121,7 +122,10 @@ func (a *applier) applyNormal(e *raftpb.Entry) {
 		a.s.log.Error("skipping undecodable entry", "index", e.Index, "error", err)
 		return
 	}
+	start := time.Now()
 	res, raise := a.applyRequest(&req)
+	// Wall-clock time only feeds metrics, never the state.
+	a.s.metrics.observeApply(a.s.log, applyOpOf(&req), res.err, time.Since(start))
 	a.raiseNoSpace = a.raiseNoSpace || raise
 	if req.Header != nil && req.Header.ID != 0 {
 		a.results = append(a.results, pendingResult{id: req.Header.ID, res: res, afterAlarm: raise})
@@ -192,7 +196,7 @@ func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
 	if err := a.s.alarms.load(a.s.kv); err != nil {
 		return fmt.Errorf("reload alarms from snapshot at index %d: %w", meta.Index, err)
 	}
-	a.s.metrics.alarmsChanged(a.s.alarms.get(pb.AlarmType_NONE))
+	a.s.ops.alarmsChanged(a.s.alarms.get(pb.AlarmType_NONE))
 	a.s.syncPeers()
 	return nil
 }

@@ -134,6 +134,9 @@ func (s *Server) MemberPromote(ctx context.Context, id uint64) ([]*membershippb.
 		switch leader := s.node.Status().Leader; {
 		case leader == s.id:
 			members, err = s.promoteAsLeader(cctx, id)
+			if !errors.Is(err, ErrNotLeader) {
+				s.metrics.observePromote(err)
+			}
 		case leader != 0 && s.transport != nil:
 			members, err = s.forwardPromote(cctx, leader, id)
 		default:

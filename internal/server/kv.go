@@ -20,12 +20,15 @@ const maxApplyLag = 5000
 // has applied everything committed when the read arrived (batched ReadIndex);
 // a serializable one reads local state at once.
 func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	start := time.Now()
 	if !r.Serializable {
 		if err := s.LinearizableRead(ctx); err != nil {
 			return nil, err
 		}
 	}
-	return s.kv.Range(r)
+	resp, err := s.kv.Range(r)
+	s.metrics.observeRange(s.log, err, time.Since(start))
+	return resp, err
 }
 
 // Put writes a key through Raft.
@@ -132,6 +135,8 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (appl
 	ch := s.wait.Register(id)
 	cctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
+	s.metrics.proposalsPending.Inc()
+	defer s.metrics.proposalsPending.Dec()
 	start := time.Now()
 	if err := s.node.Propose(cctx, data); err != nil {
 		s.wait.Cancel(id)
@@ -142,6 +147,7 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (appl
 		return res, res.err
 	case <-cctx.Done():
 		s.wait.Cancel(id)
+		s.node.CountFailedProposal()
 		return applyResult{}, s.proposeError(ctx, cctx, cctx.Err(), start)
 	case <-s.stopping:
 		s.wait.Cancel(id)

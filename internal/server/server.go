@@ -62,6 +62,10 @@ type Config struct {
 	// compactor.ParseRetention parsed them (0: no auto-compaction).
 	AutoCompactionMode      string
 	AutoCompactionRetention time.Duration
+	// WarningApplyDuration is etcd's --warning-apply-duration: applies and
+	// reads slower than this are logged and counted in
+	// etcd_server_slow_apply_total. 0 means etcd's default, 100ms.
+	WarningApplyDuration time.Duration
 
 	// Corruption checks (corrupt.go): InitialCorruptCheck compares this
 	// member's hash with its peers' before it serves clients;
@@ -102,10 +106,11 @@ type Server struct {
 	transport *transport.Transport
 	peers     *peerSet
 	learner   atomic.Bool // this member is a learner (as of the last change)
+	metrics   *serverMetrics // the etcd_server_* series of this layer (metrics.go)
 
-	alarms  *alarmStore  // active alarms, replicated (alarm.go)
-	quota   backendQuota // --quota-backend-bytes
-	metrics *opsMetrics  // quota and alarm series
+	alarms *alarmStore  // active alarms, replicated (alarm.go)
+	quota  backendQuota // --quota-backend-bytes
+	ops    *opsMetrics  // quota and alarm series
 	// compactor is the auto-compaction loop, nil without one; it runs
 	// from New to stop and proposes only while this member leads.
 	compactor *compactor.Compactor
@@ -182,6 +187,10 @@ func New(cfg Config) (*Server, error) {
 		alarms:     newAlarmStore(),
 	}
 	s.corruption = newCorruptionChecker(s)
+	if s.metrics, err = newServerMetrics(s, cfg.Metrics); err != nil {
+		tr.Stop()
+		return nil, err
+	}
 	started := false
 	defer func() {
 		if !started {
@@ -195,8 +204,9 @@ func New(cfg Config) (*Server, error) {
 	leases.forwarder = peerForwarder{s: s}
 	s.leases = leases
 	kv, err := kvstore.Open(cfg.Backend, kvstore.Options{
-		Logger: cfg.Logger,
-		Leases: leases.lessor,
+		Logger:  cfg.Logger,
+		Metrics: cfg.Metrics,
+		Leases:  leases.lessor,
 		// Runs on the apply goroutine after each commit; Publish never
 		// blocks. s.hub is set below, before anything can commit.
 		OnCommit: func(events []mvccpb.Event) { s.hub.Publish(s.kv.Rev(), events) },
@@ -206,12 +216,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.kv = kv
 	s.quota = newBackendQuota(cfg.QuotaBackendBytes, kv.Size, cfg.Logger)
-	s.metrics = newOpsMetrics(cfg.Metrics, cfg.Logger)
-	s.metrics.quotaBytes.Set(float64(s.quota.limit))
+	s.ops = newOpsMetrics(cfg.Metrics, cfg.Logger)
+	s.ops.quotaBytes.Set(float64(s.quota.limit))
 	if err := s.alarms.load(kv); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.metrics.alarmsChanged(s.alarms.get(pb.AlarmType_NONE))
+	s.ops.alarmsChanged(s.alarms.get(pb.AlarmType_NONE))
 	hub, err := watch.NewHub(kv, watch.Options{
 		Logger:                 cfg.Logger.With("component", "watch"),
 		Metrics:                cfg.Metrics,
@@ -467,14 +477,23 @@ type engineCompactor interface{ Compact() error }
 // for bbolt. It runs beside apply: RocksDB compacts concurrently with
 // writes. Engines without the notion have nothing to do.
 func (s *Server) Defragment(ctx context.Context) error {
+	start := time.Now()
 	c, ok := s.cfg.Backend.(engineCompactor)
 	if !ok {
+		// The memory engine holds no free space: done at once.
+		s.metrics.defragSeconds.Observe(time.Since(start).Seconds())
 		return nil
 	}
-	start := time.Now()
 	s.log.Info("starting defragment")
 	done := make(chan error, 1)
-	go func() { done <- c.Compact() }()
+	s.metrics.defragInflight.Inc()
+	go func() {
+		// Timed to the end, even when the caller stops waiting.
+		err := c.Compact()
+		s.metrics.defragInflight.Dec()
+		s.metrics.defragSeconds.Observe(time.Since(start).Seconds())
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		if err != nil {

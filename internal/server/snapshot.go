@@ -102,7 +102,12 @@ func (s *Server) buildSnapshotImage(ctx context.Context) (*snapshotImage, error)
 		return nil, fmt.Errorf("server: build snapshot image: %w", err)
 	}
 	s.log.Info("built database snapshot", "path", path, "size", db.Size(), "took", time.Since(start))
-	return &snapshotImage{db: db, log: s.log, stopping: s.stopping, done: s.images.Done}, nil
+	// etcd times a backend snapshot from its start until it is closed.
+	done := func() {
+		s.metrics.snapshotSeconds.Observe(time.Since(start).Seconds())
+		s.images.Done()
+	}
+	return &snapshotImage{db: db, log: s.log, stopping: s.stopping, done: done}, nil
 }
 
 // snapshotImage is a SnapshotImage over a built etcd database.

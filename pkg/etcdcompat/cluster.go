@@ -162,11 +162,17 @@ func toProtoMembers(ms []*membershippb.Member) []*pb.Member {
 const maxNoLeaderTimeouts = 3
 
 // leaderGuard holds the interceptors.
-type leaderGuard struct{ srv ClusterMember }
+type leaderGuard struct {
+	srv     ClusterMember
+	metrics *clientMetrics // counts requests by client API version, as etcd's interceptors
+}
 
 func (g leaderGuard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if g.srv.IsLearner() && !supportedForLearner(req) {
 		return nil, rpctypes.ErrGRPCNotSupportedForLearner
+	}
+	if err := g.countRequest(ctx, false); err != nil {
+		return nil, err
 	}
 	if requiresLeader(ctx) && g.srv.Leader() == 0 {
 		return nil, rpctypes.ErrGRPCNoLeader
@@ -178,6 +184,9 @@ func (g leaderGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if g.srv.IsLearner() && info.FullMethod != "/etcdserverpb.Maintenance/Snapshot" {
 		return rpctypes.ErrGRPCNotSupportedForLearner
 	}
+	if err := g.countRequest(ss.Context(), true); err != nil {
+		return err
+	}
 	if !requiresLeader(ss.Context()) {
 		return handler(srv, ss)
 	}
@@ -188,6 +197,19 @@ func (g leaderGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	defer ctx.cancel(nil)
 	go g.watchLeader(ctx)
 	return handler(srv, streamWithContext{ServerStream: ss, ctx: ctx})
+}
+
+// countRequest counts a request that carries gRPC metadata (every real
+// one does), as etcd's interceptors do.
+func (g leaderGuard) countRequest(ctx context.Context, stream bool) error {
+	if g.metrics == nil {
+		return nil
+	}
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return nil
+	}
+	return g.metrics.countRequest(md, stream)
 }
 
 // watchLeader cancels ctx with ErrGRPCNoLeader once the member has had no

@@ -33,6 +33,9 @@ type leaseService struct {
 	srv LeaseMember
 	hdr headerFiller
 	log *slog.Logger
+	// recvFailures and sendFailures count keep-alive streams that broke
+	// other than by the client going away (nil: not counted).
+	recvFailures, sendFailures *lazyCounter
 }
 
 func newLeaseService(srv LeaseMember, hdr headerFiller, log *slog.Logger) *leaseService {
@@ -126,6 +129,7 @@ func (ls *leaseService) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) err
 			}
 			if ctx.Err() == nil {
 				ls.log.Warn("failed to receive lease keepalive request from gRPC stream", "error", err)
+				ls.recvFailures.Inc()
 			}
 			return err
 		}
@@ -147,6 +151,7 @@ func (ls *leaseService) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) err
 		if err := stream.Send(resp); err != nil {
 			if ctx.Err() == nil {
 				ls.log.Warn("failed to send lease keepalive response to gRPC stream", "error", err)
+				ls.sendFailures.Inc()
 			}
 			return err
 		}

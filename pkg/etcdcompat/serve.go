@@ -16,7 +16,6 @@ import (
 
 	gw "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/soheilhy/cmux"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	etcdgw "go.etcd.io/etcd/api/v3/etcdserverpb/gw"
@@ -45,12 +44,16 @@ type Config struct {
 	Logger          *slog.Logger
 	// Metrics is served on /metrics; nil serves an empty registry.
 	Metrics prometheus.Gatherer
+	// ExtensiveMetrics is etcd's --metrics=extensive: it adds the gRPC
+	// handling-time histogram (grpc_server_handling_seconds).
+	ExtensiveMetrics bool
 	// EnablePprof serves the Go runtime profiles under /debug/pprof/ (etcd's
 	// --enable-pprof). Off by default: a CPU profile or trace costs the
 	// server CPU and anyone who can reach the client port can start one.
 	EnablePprof bool
-	// MetricsRegisterer receives the collectors of services living here
-	// (the HTTP lock service); nil leaves them unregistered.
+	// MetricsRegisterer receives the collectors of services living here:
+	// etcd's client-facing series (grpc_server_*, etcd_network_client_*,
+	// ...) and the HTTP lock service's; nil leaves them unregistered.
 	MetricsRegisterer prometheus.Registerer
 }
 
@@ -63,6 +66,7 @@ type ClientServer struct {
 	health *health.Server
 	coord  *coordination        // etcd's v3lock and v3election services
 	locks  *lockservice.Service // MetaStore's HTTP lock service, on coord's client
+	m      *clientMetrics
 
 	mu      sync.Mutex
 	closers []func()
@@ -73,7 +77,12 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	gs := grpc.NewServer(
+	m, err := newClientMetrics(cfg.MetricsRegisterer, cfg.Metrics, cfg.ExtensiveMetrics)
+	if err != nil {
+		return nil, err
+	}
+	guard := leaderGuard{srv: cfg.Member, metrics: m}
+	opts := append(m.serverOptions(),
 		grpc.MaxRecvMsgSize(int(cfg.MaxRequestBytes)+grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
@@ -81,29 +90,39 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 		// after 2 h and drop them after 20 s without an answer.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(leaderGuard{srv: cfg.Member}.unary),
-		grpc.ChainStreamInterceptor(leaderGuard{srv: cfg.Member}.stream),
+		// The metrics interceptors come first, as in etcd, so that
+		// requests the guard refuses are counted too.
+		grpc.ChainUnaryInterceptor(m.grpc.UnaryServerInterceptor(), guard.unary),
+		grpc.ChainStreamInterceptor(m.grpc.StreamServerInterceptor(), guard.stream),
 	)
+	gs := grpc.NewServer(opts...)
 	hdr := headerFiller{srv: cfg.Member}
 	pb.RegisterKVServer(gs, &kvService{srv: cfg.Member, hdr: hdr, maxTxnOps: int(cfg.MaxTxnOps)})
 	pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: cfg.Member, hdr: hdr})
 	pb.RegisterClusterServer(gs, &clusterService{srv: cfg.Member})
-	pb.RegisterLeaseServer(gs, newLeaseService(cfg.Member, hdr, cfg.Logger))
-	pb.RegisterWatchServer(gs, newWatchService(cfg.Member, cfg.Member, cfg.MaxRequestBytes, cfg.Logger))
+	leases := newLeaseService(cfg.Member, hdr, cfg.Logger)
+	leases.recvFailures, leases.sendFailures = m.leaseRecvFailures, m.leaseSendFailures
+	pb.RegisterLeaseServer(gs, leases)
+	watches := newWatchService(cfg.Member, cfg.Member, cfg.MaxRequestBytes, cfg.Logger)
+	watches.recvFailures, watches.sendFailures = m.watchRecvFailures, m.watchSendFailures
+	pb.RegisterWatchServer(gs, watches)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	// etcd initializes the series of the services above, not those of
+	// the lock and election services it registers afterwards.
+	m.grpc.InitializeMetrics(gs)
 	coord, err := newCoordination(cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("lock and election services: %w", err)
 	}
 	coord.register(gs)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
 	coord.serve(gs)
 	locks, err := lockservice.New(lockservice.Config{Client: coord.client, Logger: cfg.Logger, Registerer: cfg.MetricsRegisterer})
 	if err != nil {
 		coord.close()
 		return nil, fmt.Errorf("lock service: %w", err)
 	}
-	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord, locks: locks}, nil
+	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord, locks: locks, m: m}, nil
 }
 
 // Serve accepts clients on l until Stop: gRPC over HTTP/2, and the JSON
@@ -213,11 +232,7 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 	mux.HandleFunc("/health", s.serveHealth)
 	mux.HandleFunc("/livez", s.serveProbe(true))
 	mux.HandleFunc("/readyz", s.serveProbe(false))
-	gatherer := s.cfg.Metrics
-	if gatherer == nil {
-		gatherer = prometheus.NewRegistry()
-	}
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", s.m.handler())
 	if s.cfg.EnablePprof {
 		registerPprof(mux)
 	}
@@ -283,6 +298,7 @@ func (s *ClientServer) serveHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := s.check(r.Context(), r.URL.Query().Get("serializable") == "true", r.URL.Query()["exclude"])
+	s.m.recordHealth(h.Health == "true")
 	body, _ := json.Marshal(h)
 	if h.Health != "true" {
 		http.Error(w, string(body), http.StatusServiceUnavailable)

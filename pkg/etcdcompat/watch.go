@@ -35,6 +35,9 @@ type watchService struct {
 	// overhead allowance.
 	fragmentBytes int
 	log           *slog.Logger
+	// recvFailures and sendFailures count streams that broke other than
+	// by the client going away (nil: not counted).
+	recvFailures, sendFailures *lazyCounter
 }
 
 // watchStreams opens the member's watch streams (Member.NewWatchStream).
@@ -86,6 +89,9 @@ func (ws *watchService) recvLoop(stream pb.Watch_WatchServer, s WatchStream) err
 			return nil
 		}
 		if err != nil {
+			if stream.Context().Err() == nil {
+				ws.recvFailures.Inc()
+			}
 			return err
 		}
 		switch u := req.RequestUnion.(type) {
@@ -143,6 +149,9 @@ func (ws *watchService) sendLoop(ctx context.Context, stream pb.Watch_WatchServe
 				err = sendEncoded(stream, &resp)
 			}
 			if err != nil {
+				if stream.Context().Err() == nil {
+					ws.sendFailures.Inc()
+				}
 				return err
 			}
 		}

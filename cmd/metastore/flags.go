@@ -39,6 +39,7 @@ type options struct {
 	storageEngine            string
 	watchProgressInterval    time.Duration
 	enablePprof              bool
+	metrics                  string
 	gcHeadroomPercent        int
 	gcMinHeadroomBytes       uint64
 	rocksdb                  rocksdbFlags
@@ -78,6 +79,8 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
 	fs.StringVar(&o.storageEngine, "storage-engine", "memory", "Storage engine: memory or rocksdb.")
 	fs.DurationVar(&o.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "Duration of periodic watch progress notifications.")
+	// As in etcd, any value but "extensive" means basic.
+	fs.StringVar(&o.metrics, "metrics", "basic", "Set level of detail for exported metrics, specify 'extensive' to include server side grpc histogram metrics")
 	fs.BoolVar(&o.enablePprof, "enable-pprof", false, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\"")
 	fs.DurationVar(&o.watchProgressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Deprecated alias of --watch-progress-notify-interval (etcd 3.5 name).")
 

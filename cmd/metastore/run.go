@@ -157,6 +157,7 @@ func run(ctx context.Context, o *options) error {
 		Logger:            logger,
 		Metrics:           registry,
 		MetricsRegisterer: registry,
+		ExtensiveMetrics:  o.metrics == "extensive",
 		EnablePprof:       o.pprofEnabled(),
 	})
 	if err != nil {

@@ -16,6 +16,8 @@ type metrics struct {
 	walWriteSeconds       prometheus.Histogram
 	walWriteBytes         prometheus.Gauge
 	snapshotSaveSeconds   prometheus.Histogram
+	snapshotWriteSeconds  prometheus.Histogram
+	snapshotFsyncSeconds  prometheus.Histogram
 	snapshotApplying      prometheus.Gauge
 	proposalsCommitted    prometheus.Gauge
 	proposalsApplied      prometheus.Gauge
@@ -68,6 +70,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "The total latency distributions of save called by snapshot.",
 			Buckets: etcdDiskBuckets,
 		}),
+		// etcd's marshalling of the snapshot: here encoding and writing
+		// the image into the file, up to its fsync.
+		snapshotWriteSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "etcd_debugging", Subsystem: "snap", Name: "save_marshalling_duration_seconds",
+			Help:    "The marshalling cost distributions of save called by snapshot.",
+			Buckets: etcdDiskBuckets,
+		}),
+		snapshotFsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "etcd", Subsystem: "snap", Name: "fsync_duration_seconds",
+			Help:    "The latency distributions of fsync called by snap.",
+			Buckets: etcdDiskBuckets,
+		}),
 		snapshotApplying:   gauge("snapshot_apply_in_progress_total", "1 if the server is applying the incoming snapshot. 0 if none."),
 		proposalsCommitted: gauge("proposals_committed_total", "The total number of consensus proposals committed."),
 		proposalsApplied:   gauge("proposals_applied_total", "The total number of consensus proposals applied."),
@@ -90,7 +104,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.reg = reg
 	for _, c := range []prometheus.Collector{
-		m.walFsyncSeconds, m.walWriteSeconds, m.walWriteBytes, m.snapshotSaveSeconds, m.snapshotApplying,
+		m.walFsyncSeconds, m.walWriteSeconds, m.walWriteBytes, m.snapshotSaveSeconds, m.snapshotWriteSeconds,
+		m.snapshotFsyncSeconds, m.snapshotApplying,
 		m.proposalsCommitted, m.proposalsApplied, m.proposalsFailed, m.leaderChanges, m.hasLeader, m.isLeader,
 		m.heartbeatSendFailures, m.slowReadIndexes, m.readIndexesFailed, m.readIndexRounds,
 	} {

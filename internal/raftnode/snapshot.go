@@ -215,18 +215,19 @@ func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image, persiste
 	defer img.Release()
 	start := time.Now()
 	var (
-		size int64
-		err  error
+		st  snapfile.SaveStats
+		err error
 	)
 	if persistent != nil {
 		if err := persistent.Persist(); err != nil {
 			n.fail(fmt.Errorf("raftnode: persist snapshot %d in the state machine's engine: %w", meta.Index, err))
 			return
 		}
-		size, err = n.snaps.Save(meta, markerImage{})
+		st, err = n.snaps.SaveTimed(meta, markerImage{})
 	} else {
-		size, err = n.snaps.Save(meta, img)
+		st, err = n.snaps.SaveTimed(meta, img)
 	}
+	size := st.Bytes
 	if err != nil {
 		n.fail(fmt.Errorf("raftnode: save snapshot %d: %w", meta.Index, err))
 		return
@@ -268,6 +269,8 @@ func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image, persiste
 	}
 	took := time.Since(start)
 	n.metrics.snapshotSaveSeconds.Observe(took.Seconds())
+	n.metrics.snapshotWriteSeconds.Observe(st.Write.Seconds())
+	n.metrics.snapshotFsyncSeconds.Observe(st.Fsync.Seconds())
 	n.logger.Info("saved snapshot", "index", meta.Index, "term", meta.Term, "in_engine", persistent != nil,
 		"file", n.snaps.Path(snapfile.Ref{Term: meta.Term, Index: meta.Index}), "bytes", size, "took", took)
 }

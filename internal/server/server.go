@@ -105,7 +105,7 @@ type Server struct {
 	// members; peers is what it has been told about them (apply goroutine).
 	transport *transport.Transport
 	peers     *peerSet
-	learner   atomic.Bool // this member is a learner (as of the last change)
+	learner   atomic.Bool    // this member is a learner (as of the last change)
 	metrics   *serverMetrics // the etcd_server_* series of this layer (metrics.go)
 
 	alarms *alarmStore  // active alarms, replicated (alarm.go)

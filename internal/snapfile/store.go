@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -121,47 +122,61 @@ func (s *Store) List() ([]Ref, error) {
 // returns the file survives a crash, and before that no reader sees it.
 // It returns the image size.
 func (s *Store) Save(meta raftpb.SnapshotMetadata, image io.WriterTo) (int64, error) {
+	st, err := s.SaveTimed(meta, image)
+	return st.Bytes, err
+}
+
+// SaveStats tells how a Save went, for metrics.
+type SaveStats struct {
+	Bytes int64         // the image size
+	Write time.Duration // encoding and writing the file, up to its fsync
+	Fsync time.Duration // the file's fsync
+}
+
+// SaveTimed is Save, also reporting how long its steps took.
+func (s *Store) SaveTimed(meta raftpb.SnapshotMetadata, image io.WriterTo) (SaveStats, error) {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	ref := Ref{Term: meta.Term, Index: meta.Index}
 	final := s.Path(ref)
 	tmp := final + tmpExt
-	n, err := writeFile(tmp, &meta, image)
+	st, err := writeFile(tmp, &meta, image)
 	if err != nil {
-		return 0, errors.Join(err, removeIfExists(tmp))
+		return SaveStats{}, errors.Join(err, removeIfExists(tmp))
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		return 0, errors.Join(fmt.Errorf("rename snapshot %s: %w", tmp, err), removeIfExists(tmp))
+		return SaveStats{}, errors.Join(fmt.Errorf("rename snapshot %s: %w", tmp, err), removeIfExists(tmp))
 	}
 	if err := syncDir(s.dir); err != nil {
-		return 0, err
+		return SaveStats{}, err
 	}
 	if err := s.purge(); err != nil {
-		return n, err
+		return st, err
 	}
-	return n, nil
+	return st, nil
 }
 
-func writeFile(path string, meta *raftpb.SnapshotMetadata, image io.WriterTo) (int64, error) {
+func writeFile(path string, meta *raftpb.SnapshotMetadata, image io.WriterTo) (SaveStats, error) {
+	start := time.Now()
 	prefix, err := encodePrefix(meta)
 	if err != nil {
-		return 0, err
+		return SaveStats{}, err
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
-		return 0, fmt.Errorf("create snapshot %s: %w", path, err)
+		return SaveStats{}, fmt.Errorf("create snapshot %s: %w", path, err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	cw := &crcWriter{w: bw}
-	fail := func(err error) (int64, error) { return 0, errors.Join(err, f.Close()) }
+	fail := func(err error) (SaveStats, error) { return SaveStats{}, errors.Join(err, f.Close()) }
 	if _, err := cw.Write(prefix); err != nil {
 		return fail(fmt.Errorf("write snapshot header %s: %w", path, err))
 	}
-	start := cw.n
+	imageStart := cw.n
 	if _, err := image.WriteTo(cw); err != nil {
 		return fail(fmt.Errorf("write snapshot image %s: %w", path, err))
 	}
-	imageLen := cw.n - start
+	imageLen := cw.n - imageStart
 	var trailer [trailerSize]byte
 	binary.LittleEndian.PutUint64(trailer[:8], uint64(imageLen))
 	if _, err := cw.Write(trailer[:8]); err != nil {
@@ -174,13 +189,16 @@ func writeFile(path string, meta *raftpb.SnapshotMetadata, image io.WriterTo) (i
 	if err := bw.Flush(); err != nil {
 		return fail(fmt.Errorf("write snapshot %s: %w", path, err))
 	}
+	st := SaveStats{Bytes: imageLen, Write: time.Since(start)}
+	syncStart := time.Now()
 	if err := f.Sync(); err != nil {
 		return fail(fmt.Errorf("sync snapshot %s: %w", path, err))
 	}
+	st.Fsync = time.Since(syncStart)
 	if err := f.Close(); err != nil {
-		return 0, fmt.Errorf("close snapshot %s: %w", path, err)
+		return SaveStats{}, fmt.Errorf("close snapshot %s: %w", path, err)
 	}
-	return imageLen, nil
+	return st, nil
 }
 
 // purge deletes all but the newest keep files.

@@ -35,6 +35,9 @@ type metrics struct {
 	snapshotRecvFailures  *prometheus.CounterVec
 	snapshotRecvInflight  *prometheus.GaugeVec
 	snapshotReceiveSecond *prometheus.HistogramVec
+	// The image received from the leader, stored (etcd's .snap.db).
+	snapshotDBSaveSeconds  prometheus.Histogram
+	snapshotDBFsyncSeconds prometheus.Histogram
 
 	reg        prometheus.Registerer
 	registered []prometheus.Collector
@@ -84,6 +87,16 @@ func newMetrics(reg prometheus.Registerer, local uint64) (*metrics, error) {
 		snapshotRecvInflight: gauge("snapshot_receive_inflights_total", "Total number of inflight snapshot receives", "From"),
 		snapshotReceiveSecond: histogram("snapshot_receive_total_duration_seconds", "Total latency distributions of v3 snapshot receives",
 			"From", snapshotBuckets),
+		snapshotDBSaveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "etcd", Subsystem: "snap_db", Name: "save_total_duration_seconds",
+			Help:    "The total latency distributions of v3 snapshot save",
+			Buckets: snapshotBuckets,
+		}),
+		snapshotDBFsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "etcd", Subsystem: "snap_db", Name: "fsync_duration_seconds",
+			Help:    "The latency distributions of fsyncing .snap.db file",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
 		reg: reg,
 	}
 	if reg == nil {
@@ -94,6 +107,7 @@ func newMetrics(reg prometheus.Registerer, local uint64) (*metrics, error) {
 		m.roundTrip, m.activePeers, m.disconnected,
 		m.snapshotSent, m.snapshotSendFailures, m.snapshotSendInflight, m.snapshotSendSeconds,
 		m.snapshotReceived, m.snapshotRecvFailures, m.snapshotRecvInflight, m.snapshotReceiveSecond,
+		m.snapshotDBSaveSeconds, m.snapshotDBFsyncSeconds,
 	} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()

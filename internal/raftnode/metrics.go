@@ -47,17 +47,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "etcd", Subsystem: "server", Name: name, Help: help})
 	}
+	hist := func(namespace, subsystem, name, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: etcdDiskBuckets,
+		})
+	}
 	m := &metrics{
-		walFsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "etcd", Subsystem: "disk", Name: "wal_fsync_duration_seconds",
-			Help:    "The latency distributions of fsync called by WAL.",
-			Buckets: etcdDiskBuckets,
-		}),
-		walWriteSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "etcd", Subsystem: "disk", Name: "wal_write_duration_seconds",
-			Help:    "The latency distributions of write called by WAL.",
-			Buckets: etcdDiskBuckets,
-		}),
+		walFsyncSeconds: hist("etcd", "disk", "wal_fsync_duration_seconds",
+			"The latency distributions of fsync called by WAL."),
+		walWriteSeconds: hist("etcd", "disk", "wal_write_duration_seconds",
+			"The latency distributions of write called by WAL."),
 		// A gauge, as in etcd (which Adds to it).
 		walWriteBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "etcd", Subsystem: "disk", Name: "wal_write_bytes_total",
@@ -65,23 +64,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		// etcd's snapshotter save: here the state machine snapshot file
 		// and the log compaction behind it.
-		snapshotSaveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "etcd_debugging", Subsystem: "snap", Name: "save_total_duration_seconds",
-			Help:    "The total latency distributions of save called by snapshot.",
-			Buckets: etcdDiskBuckets,
-		}),
+		snapshotSaveSeconds: hist("etcd_debugging", "snap", "save_total_duration_seconds",
+			"The total latency distributions of save called by snapshot."),
 		// etcd's marshalling of the snapshot: here encoding and writing
 		// the image into the file, up to its fsync.
-		snapshotWriteSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "etcd_debugging", Subsystem: "snap", Name: "save_marshalling_duration_seconds",
-			Help:    "The marshalling cost distributions of save called by snapshot.",
-			Buckets: etcdDiskBuckets,
-		}),
-		snapshotFsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "etcd", Subsystem: "snap", Name: "fsync_duration_seconds",
-			Help:    "The latency distributions of fsync called by snap.",
-			Buckets: etcdDiskBuckets,
-		}),
+		snapshotWriteSeconds: hist("etcd_debugging", "snap", "save_marshalling_duration_seconds",
+			"The marshalling cost distributions of save called by snapshot."),
+		snapshotFsyncSeconds: hist("etcd", "snap", "fsync_duration_seconds",
+			"The latency distributions of fsync called by snap."),
 		snapshotApplying:   gauge("snapshot_apply_in_progress_total", "1 if the server is applying the incoming snapshot. 0 if none."),
 		proposalsCommitted: gauge("proposals_committed_total", "The total number of consensus proposals committed."),
 		proposalsApplied:   gauge("proposals_applied_total", "The total number of consensus proposals applied."),

@@ -80,12 +80,12 @@ func clusterMetricShapes(ctx context.Context, t *testing.T, target framework.Tar
 	defer stop()
 	metricsTraffic(tctx, t, mc.of(t, leader))
 	// Peers measure round trips on their own schedule: wait for one.
-	waitMetrics(ctx, t, leader.ClientURL(), map[string]metricCheck{
+	waitMetrics(ctx, t, newScraper(t, leader), map[string]metricCheck{
 		"peer round trip": positive("etcd_network_peer_round_trip_time_seconds", nil),
 	})
 	shapes := map[string]familyShape{}
 	for _, m := range c.Members() {
-		for name, f := range mustScrape(ctx, t, m.ClientURL()) {
+		for name, f := range mustScrape(ctx, t, newScraper(t, m)) {
 			s := shapes[name]
 			s.typ = typeName(f)
 			for _, l := range labelNames(f) {

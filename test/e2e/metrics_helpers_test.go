@@ -14,18 +14,32 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/metastore-io/metastore/test/framework"
 )
 
 // metricFamilies is one parsed /metrics page, by family name.
 type metricFamilies map[string]*dto.MetricFamily
 
-// scrapeMetrics reads and parses a member's /metrics page.
-func scrapeMetrics(ctx context.Context, clientURL string) (metricFamilies, error) {
+// scraper reads one member's /metrics page over the member's client URL,
+// with the cluster's TLS when it has some.
+type scraper struct {
+	hc        *http.Client
+	clientURL string
+}
+
+func newScraper(t *testing.T, m *framework.Member) scraper {
+	return scraper{hc: m.HTTPClient(t), clientURL: m.ClientURL()}
+}
+
+// scrapeMetrics reads and parses the member's /metrics page.
+func scrapeMetrics(ctx context.Context, sc scraper) (metricFamilies, error) {
+	clientURL := sc.clientURL
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := sc.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s/metrics: %w", clientURL, err)
 	}
@@ -42,9 +56,9 @@ func scrapeMetrics(ctx context.Context, clientURL string) (metricFamilies, error
 	return fams, nil
 }
 
-func mustScrape(ctx context.Context, t *testing.T, clientURL string) metricFamilies {
+func mustScrape(ctx context.Context, t *testing.T, sc scraper) metricFamilies {
 	t.Helper()
-	fams, err := scrapeMetrics(ctx, clientURL)
+	fams, err := scrapeMetrics(ctx, sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,15 +145,15 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 // else what is wrong.
 type metricCheck func(fs metricFamilies) string
 
-// waitMetrics scrapes clientURL until every check holds, and fails the test
+// waitMetrics scrapes the member until every check holds, and fails the test
 // with the checks still failing when ctx ends. Some figures move a moment
 // after the request that moves them (etcd commits its backend every
 // 100 ms), so they are polled rather than read once.
-func waitMetrics(ctx context.Context, t *testing.T, clientURL string, checks map[string]metricCheck) {
+func waitMetrics(ctx context.Context, t *testing.T, sc scraper, checks map[string]metricCheck) {
 	t.Helper()
 	var failing []string
 	for {
-		fams, err := scrapeMetrics(ctx, clientURL)
+		fams, err := scrapeMetrics(ctx, sc)
 		failing = failing[:0]
 		if err != nil {
 			failing = append(failing, err.Error())
@@ -156,7 +170,7 @@ func waitMetrics(ctx context.Context, t *testing.T, clientURL string, checks map
 		select {
 		case <-ctx.Done():
 			slices.Sort(failing)
-			t.Fatalf("metrics of %s never got there:\n  %s", clientURL, strings.Join(failing, "\n  "))
+			t.Fatalf("metrics of %s never got there:\n  %s", sc.clientURL, strings.Join(failing, "\n  "))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

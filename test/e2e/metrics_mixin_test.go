@@ -68,7 +68,7 @@ func TestMetricsMixinSeries(t *testing.T) {
 	if _, err := victim.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitMetrics(ctx, t, leader.ClientURL(), map[string]metricCheck{
+	waitMetrics(ctx, t, newScraper(t, leader), map[string]metricCheck{
 		"sends to the killed member fail": positive("etcd_network_peer_sent_failures_total", map[string]string{"To": victimID}),
 		// The dashboard's panels.
 		"watch streams":   positive("grpc_server_started_total", map[string]string{"grpc_service": "etcdserverpb.Watch", "grpc_type": "bidi_stream"}),
@@ -80,7 +80,7 @@ func TestMetricsMixinSeries(t *testing.T) {
 		"DB size":         positive("etcd_mvcc_db_total_size_in_bytes", nil),
 	})
 
-	fams := mustScrape(ctx, t, leader.ClientURL())
+	fams := mustScrape(ctx, t, newScraper(t, leader))
 	found := 0
 	for _, s := range want {
 		f, ok := fams.family(s.name)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -18,14 +17,14 @@ import (
 func TestMetricsMove(t *testing.T) {
 	ctx := testContext(t, testTimeout)
 	s := startServer(t, framework.ClusterConfig{})
-	url := s.member().ClientURL()
+	sc := newScraper(t, s.member())
 	status, err := s.cli.Status(ctx, s.member().Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := fmt.Sprintf("%x", status.Header.MemberId)
 
-	before := mustScrape(ctx, t, url)
+	before := mustScrape(ctx, t, sc)
 	put, err := s.cli.Put(ctx, "metrics/a", "1")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +33,7 @@ func TestMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	unary := map[string]string{"grpc_type": "unary"}
-	waitMetrics(ctx, t, url, map[string]metricCheck{
+	waitMetrics(ctx, t, sc, map[string]metricCheck{
 		"leader":              equals("etcd_server_has_leader", nil, 1),
 		"is leader":           equals("etcd_server_is_leader", nil, 1),
 		"not a learner":       equals("etcd_server_is_learner", nil, 0),
@@ -72,7 +71,7 @@ func TestMetricsMove(t *testing.T) {
 
 	// A failed request is counted with its code: a txn over the limit of
 	// operations fails InvalidArgument before it reaches raft.
-	before = mustScrape(ctx, t, url)
+	before = mustScrape(ctx, t, sc)
 	ops := make([]clientv3.Op, 129)
 	for i := range ops {
 		ops[i] = clientv3.OpPut(fmt.Sprintf("metrics/big%d", i), "v")
@@ -97,7 +96,7 @@ func TestMetricsMove(t *testing.T) {
 	if _, err := s.cli.Defragment(ctx, s.member().Endpoint()); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(url + "/health")
+	resp, err := sc.hc.Get(sc.clientURL + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +108,7 @@ func TestMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-wch
-	waitMetrics(ctx, t, url, map[string]metricCheck{
+	waitMetrics(ctx, t, sc, map[string]metricCheck{
 		"txn refused":       increased(before, "grpc_server_handled_total", map[string]string{"grpc_method": "Txn", "grpc_code": "InvalidArgument"}, 1),
 		"txn":               increased(before, "etcd_mvcc_txn_total", nil, 1),
 		"delete":            increased(before, "etcd_mvcc_delete_total", nil, 1),

@@ -95,9 +95,9 @@ test-unit:
 test-e2e:
 	E2E_TARGET=$(E2E_TARGET) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 
-# The KV, watch, lease and cluster suite again on the RocksDB engine.
+# The KV, watch, lease and cluster suite and the fault tests again on the RocksDB engine.
 test-e2e-rocksdb:
-	E2E_TARGET=metastore E2E_EXTRA_FLAGS=--storage-engine=rocksdb $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/
+	E2E_TARGET=metastore E2E_EXTRA_FLAGS=--storage-engine=rocksdb $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ ./test/faults/
 
 test-e2e-etcd: tools
 	E2E_TARGET=etcd $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...

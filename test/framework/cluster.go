@@ -54,6 +54,10 @@ type ClusterConfig struct {
 	// the framework's clients and etcdctl then use it too. Nil takes
 	// E2E_TLS from the environment (TLSEnvVar).
 	TLS *TLSConfig
+	// PrepareDataDir, when set, is called with each member's name and
+	// data directory before the member first starts (for example to
+	// mount a small file system there); the directory exists, empty.
+	PrepareDataDir func(name, dir string) error
 }
 
 // Cluster is a set of members of the target under test, bootstrapped
@@ -176,6 +180,14 @@ func (c *Cluster) newMember(name string) (*Member, error) {
 	}
 	if c.cfg.TLS != nil && c.cfg.TLS.PlainClientURL {
 		m.plainClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[3])
+	}
+	if c.cfg.PrepareDataDir != nil {
+		if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("member %s: create data dir: %w", name, err)
+		}
+		if err := c.cfg.PrepareDataDir(name, m.dataDir); err != nil {
+			return nil, fmt.Errorf("member %s: prepare data dir: %w", name, err)
+		}
 	}
 	if c.cfg.PeerProxies {
 		if c.network == nil {

@@ -1,0 +1,13 @@
+// Package faults runs real members through the faults that the
+// linearizability suite (test/linearizability: kill, pause, partition)
+// does not inflict: a full disk, a damaged data directory, a member that
+// loses all its data and rejoins. Each test checks the one promise that
+// must survive every fault: no acknowledged write is lost, and the
+// member either keeps serving or stops with a message that names the
+// cause.
+//
+// Like the e2e suite the tests run against E2E_TARGET (metastore or etcd)
+// with E2E_EXTRA_FLAGS appended, so every expectation is checked against
+// a real etcd 3.6 too. Tests that need root (to mount a small tmpfs) skip
+// without it.
+package faults

@@ -3,7 +3,10 @@ package lockservice
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -35,6 +38,7 @@ func TestLockService(t *testing.T) {
 		{"SameNodeKeepsItsPlace", testIdempotent},
 		{"NoWaitIs409", testNoWait},
 		{"CallbacksAroundCriticalSection", testCallbacks},
+		{"MetricsCountWhatHappened", testMetrics}, // last: counts the others
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -299,5 +303,45 @@ func testCallbacks(t *testing.T, ctx context.Context, s *service) {
 	}
 	if st := s.status(ctx, "cb", "r"); st.Holder != nil {
 		t.Fatalf("Do left the lock held: %+v", st)
+	}
+}
+
+// testMetrics: after the scenarios above, the metastore_lock_* metrics
+// count acquisitions, waits, releases by unlock and by disconnect,
+// outcomes and refused requests; a failed outcome is counted as such.
+func testMetrics(t *testing.T, ctx context.Context, s *service) {
+	l := s.lock(ctx, "metrics", "r", "n")
+	if released, err := l.Unlock(ctx, false, errors.New("disk full")); err != nil || !released {
+		t.Fatalf("unlock with a failed outcome: %v, %v", released, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.baseURL+"/metrics", nil)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{
+		"metastore_lock_acquisitions_total ",
+		"metastore_lock_wait_seconds_count ",
+		"metastore_lock_hold_seconds_count ",
+		`metastore_lock_releases_total{reason="unlock"} `,
+		`metastore_lock_releases_total{reason="disconnect"} `,
+		`metastore_lock_waits_abandoned_total{reason="disconnect"} `,
+		`metastore_lock_outcomes_total{outcome="success"} `,
+		`metastore_lock_outcomes_total{outcome="failure"} `,
+		`metastore_lock_requests_failed_total{code="400"} `,
+		`metastore_lock_requests_failed_total{code="403"} `,
+		`metastore_lock_requests_failed_total{code="409"} `,
+	} {
+		i := strings.Index(string(body), "\n"+series)
+		if i < 0 {
+			t.Errorf("no %s in /metrics", series)
+			continue
+		}
+		value := strings.Fields(string(body)[i+1+len(series):])[0]
+		if value == "0" {
+			t.Errorf("%s is 0 after the scenarios", series)
+		}
 	}
 }

@@ -230,8 +230,7 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 	})
 	mux.Handle(lockapi.PathPrefix, s.locks)
 	mux.HandleFunc("/health", s.serveHealth)
-	mux.HandleFunc("/livez", s.serveProbe(true))
-	mux.HandleFunc("/readyz", s.serveProbe(false))
+	s.handleProbes(mux)
 	mux.Handle("/metrics", s.m.handler())
 	if s.cfg.EnablePprof {
 		registerPprof(mux)
@@ -308,21 +307,3 @@ func (s *ClientServer) serveHealth(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// serveProbe answers /livez (serializable read) and /readyz (linearizable
-// read) with etcd's "ok" / "not ok" bodies.
-func (s *ClientServer) serveProbe(serializable bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		// /livez ignores alarms; /readyz fails on CORRUPT only (etcd's
-		// data_corruption check).
-		excluded := []string{pb.AlarmType_NOSPACE.String(), pb.AlarmType_CORRUPT.String()}
-		if !serializable {
-			excluded = excluded[:1]
-		}
-		h := s.check(r.Context(), serializable, excluded)
-		if h.Health != "true" {
-			http.Error(w, "not ok", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	}
-}

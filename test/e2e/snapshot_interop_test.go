@@ -221,17 +221,27 @@ func TestMakeMirrorFromEtcd(t *testing.T) {
 
 	mctx, stopMirror := context.WithCancel(ctx)
 	defer stopMirror()
-	mirror := exec.CommandContext(mctx, framework.EtcdctlPath(src.RepoRoot()),
-		"--endpoints="+src.Member(0).Endpoint(), "make-mirror", "--prefix=/mirror/", dst.member().Endpoint())
+	args := append([]string{"--endpoints=" + src.Member(0).Endpoint()}, src.EtcdctlTLSFlags()...)
+	args = append(args, "make-mirror", "--prefix=/mirror/")
+	if destTLS := dst.cluster.EtcdctlTLSFlags(); len(destTLS) > 0 {
+		// make-mirror names the destination's TLS flags --dest-*.
+		for _, f := range destTLS {
+			args = append(args, "--dest-"+strings.TrimPrefix(f, "--"))
+		}
+		args = append(args, "--dest-insecure-transport=false")
+	}
+	mirror := exec.CommandContext(mctx, framework.EtcdctlPath(src.RepoRoot()), append(args, dst.member().Endpoint())...)
 	mirror.Env = framework.ProcessEnv()
 	var out strings.Builder
 	mirror.Stdout, mirror.Stderr = &out, &out
 	if err := mirror.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- mirror.Wait() }()
 	defer func() {
 		stopMirror()
-		_ = mirror.Wait() // killed by the context: its exit status says nothing
+		<-exited // killed by the context: its exit status says nothing
 	}()
 
 	seen := map[string]string{}
@@ -245,7 +255,12 @@ func TestMakeMirrorFromEtcd(t *testing.T) {
 			for _, ev := range wresp.Events {
 				seen[string(ev.Kv.Key)] = string(ev.Kv.Value)
 			}
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("make-mirror exited (%v) with the mirror holding %d of %d keys; it printed:\n%s", err, len(seen), keys+1, out.String())
 		case <-ctx.Done():
+			stopMirror()
+			exited <- <-exited // its output is complete once it has exited
 			t.Fatalf("the mirror holds %d of %d keys; make-mirror printed:\n%s", len(seen), keys+1, out.String())
 		}
 		if len(seen) == keys && !wrote {

@@ -45,6 +45,7 @@ type options struct {
 	rocksdb                  rocksdbFlags
 	ops                      opsFlags // flags_ops.go
 	tls                      tlsFlags // flags_tls.go
+	auth                     authFlags
 }
 
 // rocksdbFlags tune the RocksDB engine (--storage-engine=rocksdb); their
@@ -86,6 +87,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 
 	o.ops.register(fs)
 	o.tls.register(fs)
+	o.auth.register(fs)
 
 	gc := gcheadroom.DefaultConfig()
 	fs.IntVar(&o.gcHeadroomPercent, "gc-headroom-percent", gc.Percent, "Go garbage collector: heap headroom above the live heap, in percent of it (like GOGC), once that exceeds --gc-min-headroom-bytes. Ignored when the GOGC environment variable is set.")

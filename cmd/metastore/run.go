@@ -124,6 +124,7 @@ func run(ctx context.Context, o *options) error {
 		StrictReconfigCheck:         o.strictReconfigCheck,
 		MaxLearners:                 o.maxLearners,
 		Backend:                     backend,
+		Auth:                        o.auth.options(false),
 		Logger:                      logger,
 		Metrics:                     registry,
 		PeerTLS:                     peerClientTLS(certs.peer),

@@ -90,6 +90,9 @@ func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
 		a.results = a.results[:0]
 		return
 	}
+	if n := len(entries); n > 0 {
+		a.s.applied.advance(entries[n-1].Index)
+	}
 	var held []pendingResult
 	for _, r := range a.results {
 		if r.afterAlarm && a.raiseNoSpace {
@@ -123,7 +126,7 @@ func (a *applier) applyNormal(e *raftpb.Entry) {
 		return
 	}
 	start := time.Now()
-	res, raise := a.applyRequest(&req)
+	res, raise := a.applyRequest(&req, e.Index)
 	// Wall-clock time only feeds metrics, never the state.
 	a.s.metrics.observeApply(a.s.log, applyOpOf(&req), res.err, time.Since(start))
 	a.raiseNoSpace = a.raiseNoSpace || raise
@@ -136,7 +139,7 @@ func (a *applier) applyNormal(e *raftpb.Entry) {
 // gates (corrupt, capped), then the request, then the quota check; raise
 // reports that the request exceeded the quota and this member must raise
 // its NOSPACE alarm.
-func (a *applier) applyRequest(req *pb.InternalRaftRequest) (res applyResult, raise bool) {
+func (a *applier) applyRequest(req *pb.InternalRaftRequest, index uint64) (res applyResult, raise bool) {
 	if err := a.alarmGate(req); err != nil {
 		return applyResult{err: err}, false
 	}
@@ -144,12 +147,19 @@ func (a *applier) applyRequest(req *pb.InternalRaftRequest) (res applyResult, ra
 	if q := quotaRequest(req); q != nil {
 		fits = a.s.quota.available(quotaCost(q))
 	}
-	res = a.dispatch(req)
+	res = a.dispatch(req, index)
 	return res, a.noSpaceAfterApply(req, fits, &res)
 }
 
-func (a *applier) dispatch(req *pb.InternalRaftRequest) applyResult {
+func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) applyResult {
 	kv := a.s.kv
+	ai := entryAuthInfo(req)
+	if err := a.authorize(req, &ai); err != nil { // apply_auth.go
+		return applyResult{err: err}
+	}
+	if isAuthRequest(req) {
+		return a.applyAuth(req, index)
+	}
 	var res applyResult
 	switch {
 	case req.Put != nil:
@@ -190,6 +200,9 @@ func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
 	// The revision jumped: watchers catch up on what they missed from the
 	// restored store.
 	a.s.hub.Publish(a.s.kv.Rev(), nil)
+	if err := a.s.auth.Reload(a.s.kv); err != nil {
+		return fmt.Errorf("reload users and roles from snapshot at index %d: %w", meta.Index, err)
+	}
 	if err := a.s.cluster.Load(a.s.kv); err != nil {
 		return fmt.Errorf("reload member list from snapshot at index %d: %w", meta.Index, err)
 	}

@@ -64,3 +64,4 @@ func (s *watchStream) Next(ctx context.Context, dst []etcdcompat.WatchResponse) 
 	clear(s.buf) // let the events go
 	return dst, err
 }
+var _ etcdcompat.AuthMember = clientMember{}

@@ -7,6 +7,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/raftnode"
 )
@@ -26,9 +27,15 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 			return nil, err
 		}
 	}
-	resp, err := s.kv.Range(r)
+	var resp *pb.RangeResponse
+	err := s.authorizeRead(ctx,
+		func(ai *auth.AuthInfo) error { return s.auth.IsRangePermitted(ai, r.Key, r.RangeEnd) },
+		func() (err error) { resp, err = s.kv.Range(r); return err })
 	s.metrics.observeRange(s.log, err, time.Since(start))
-	return resp, err
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // Put writes a key through Raft.
@@ -62,7 +69,14 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 				return nil, err
 			}
 		}
-		return s.kv.ReadTxn(r)
+		var resp *pb.TxnResponse
+		err := s.authorizeRead(ctx,
+			func(ai *auth.AuthInfo) error { return s.auth.CheckTxn(ai, s.LeaseKeys, r) },
+			func() (err error) { resp, err = s.kv.ReadTxn(r); return err })
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
 	}
 	if err := s.checkQuota(ctx, r); err != nil {
 		return nil, err
@@ -124,6 +138,9 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (appl
 	}
 	id := s.reqIDs.Next()
 	req.Header = &pb.RequestHeader{ID: id}
+	if err := s.stampAuth(ctx, req); err != nil { // auth.go
+		return applyResult{}, err
+	}
 	data, err := req.Marshal()
 	if err != nil {
 		return applyResult{}, err

@@ -106,7 +106,9 @@ func (ml *memberLeases) ConfirmLeadership(ctx context.Context) bool {
 
 // ProposeRevoke revokes an expired lease through Raft.
 func (ml *memberLeases) ProposeRevoke(ctx context.Context, id int64) error {
-	_, err := ml.s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
+	// The member revokes as root (etcd's WithRoot): the expiry of a lease
+	// is not any user's request.
+	_, err := ml.s.propose(withInternalRoot(ctx), &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 	return err
 }
 

@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/compactor"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
@@ -80,7 +81,11 @@ type Config struct {
 	// Backend is the storage engine, opened by the caller; the server owns
 	// it from here on and closes it on Stop.
 	Backend kvstore.Backend
-	Logger  *slog.Logger
+	// Auth configures authentication (--auth-token, --auth-token-ttl,
+	// --bcrypt-cost, --client-cert-auth); its Logger and WaitApplied are
+	// the server's.
+	Auth   auth.Options
+	Logger *slog.Logger
 	// Metrics receives the server's collectors; nil disables them.
 	Metrics prometheus.Registerer
 	// PeerTLS, when set, secures every connection this member opens to a
@@ -100,7 +105,9 @@ type Server struct {
 	node    *raftnode.Node
 	applier *applier
 	leases  *memberLeases
-	hub     *watch.Hub // delivers committed events to watchers
+	hub     *watch.Hub  // delivers committed events to watchers
+	auth    *auth.Store // users, roles, tokens; replicated in the store's auth bucket
+	applied appliedIndex
 	// transport carries raft traffic and forwarded requests to the other
 	// members; peers is what it has been told about them (apply goroutine).
 	transport *transport.Transport
@@ -222,6 +229,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.ops.alarmsChanged(s.alarms.get(pb.AlarmType_NONE))
+	authOpts := cfg.Auth
+	authOpts.Logger = cfg.Logger.With("component", "auth")
+	authOpts.WaitApplied = s.applied.wait
+	if s.auth, err = auth.New(kv, authOpts); err != nil {
+		return nil, fmt.Errorf("server: open auth store: %w", err)
+	}
+	defer func() {
+		if !started {
+			s.auth.Close()
+		}
+	}()
+	applied, _ := kv.ConsistentIndex()
+	s.applied.advance(applied)
 	hub, err := watch.NewHub(kv, watch.Options{
 		Logger:                 cfg.Logger.With("component", "watch"),
 		Metrics:                cfg.Metrics,
@@ -383,6 +403,7 @@ func (s *Server) stop() {
 		s.leases.lessor.Stop()
 		s.node.Stop()
 		s.hub.Close()
+		s.auth.Close()
 		s.stoppedWG.Wait()
 		// A snapshot being sent notices stopping at its next write and
 		// is released by its handler.

@@ -36,6 +36,9 @@ type leaseService struct {
 	// recvFailures and sendFailures count keep-alive streams that broke
 	// other than by the client going away (nil: not counted).
 	recvFailures, sendFailures *lazyCounter
+	// checkRenew, when set, checks that the caller may keep a lease
+	// alive (authGuard.leaseRenew); nil checks nothing.
+	checkRenew func(ctx context.Context, id int64) error
 }
 
 func newLeaseService(srv LeaseMember, hdr headerFiller, log *slog.Logger) *leaseService {
@@ -140,7 +143,14 @@ func (ls *leaseService) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) err
 		ls.hdr.fill(resp.Header)
 		resp.ID = req.ID
 
-		ttl, err := ls.srv.LeaseRenew(ctx, req.ID)
+		var ttl int64
+		var err error
+		if ls.checkRenew != nil {
+			err = ls.checkRenew(ctx, req.ID)
+		}
+		if err == nil {
+			ttl, err = ls.srv.LeaseRenew(ctx, req.ID)
+		}
 		if isLeaseNotFound(err) {
 			ttl, err = 0, nil
 		}

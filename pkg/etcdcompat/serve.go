@@ -82,6 +82,13 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 		return nil, err
 	}
 	guard := leaderGuard{srv: cfg.Member, metrics: m}
+	unary := []grpc.UnaryServerInterceptor{m.grpc.UnaryServerInterceptor(), guard.unary}
+	stream := []grpc.StreamServerInterceptor{m.grpc.StreamServerInterceptor(), guard.stream}
+	am, withAuth := cfg.Member.(AuthMember)
+	if withAuth {
+		unary = append(unary, authGuard{srv: am}.unary)
+		stream = append(stream, authGuard{srv: am}.stream)
+	}
 	opts := append(m.serverOptions(),
 		grpc.MaxRecvMsgSize(int(cfg.MaxRequestBytes)+grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
@@ -91,9 +98,9 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
 		// The metrics interceptors come first, as in etcd, so that
-		// requests the guard refuses are counted too.
-		grpc.ChainUnaryInterceptor(m.grpc.UnaryServerInterceptor(), guard.unary),
-		grpc.ChainStreamInterceptor(m.grpc.StreamServerInterceptor(), guard.stream),
+		// requests the guards refuse are counted too.
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 	)
 	gs := grpc.NewServer(opts...)
 	hdr := headerFiller{srv: cfg.Member}
@@ -106,6 +113,14 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	watches := newWatchService(cfg.Member, cfg.Member, cfg.MaxRequestBytes, cfg.Logger)
 	watches.recvFailures, watches.sendFailures = m.watchRecvFailures, m.watchSendFailures
 	pb.RegisterWatchServer(gs, watches)
+	if withAuth {
+		// A member with etcd's authentication: its Auth service, and
+		// the checks etcd makes before a request reaches the member.
+		ag := authGuard{srv: am}
+		leases.checkRenew = ag.leaseRenew
+		watches.refusal = ag.watchRefusal
+		pb.RegisterAuthServer(gs, &authService{srv: am, hdr: hdr})
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	// etcd initializes the series of the services above, not those of
@@ -210,6 +225,7 @@ func (s *ClientServer) gateway(addr string, creds credentials.TransportCredentia
 		etcdgw.RegisterMaintenanceHandler,
 		etcdgw.RegisterLeaseHandler,
 		etcdgw.RegisterWatchHandler,
+		etcdgw.RegisterAuthHandler,
 		registerLockGateway,
 		registerElectionGateway,
 	} {

@@ -59,6 +59,10 @@ func newCoordination(logger *slog.Logger) (*coordination, error) {
 				return listener.DialContext(ctx)
 			}),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
+			// The caller's token names the user of the service's
+			// requests (v3lock_auth.go).
+			grpc.WithChainUnaryInterceptor(forwardCredentialsUnary),
+			grpc.WithChainStreamInterceptor(forwardCredentialsStream),
 		},
 	})
 	if err != nil {

@@ -38,6 +38,9 @@ type watchService struct {
 	// recvFailures and sendFailures count streams that broke other than
 	// by the client going away (nil: not counted).
 	recvFailures, sendFailures *lazyCounter
+	// refusal, when set, is why the caller may not create a watch ("" if
+	// it may; authGuard.watchRefusal); nil allows every watch.
+	refusal func(ctx context.Context, r *pb.WatchCreateRequest) string
 }
 
 // watchStreams opens the member's watch streams (Member.NewWatchStream).
@@ -60,7 +63,7 @@ func (ws *watchService) Watch(stream pb.Watch_WatchServer) error {
 
 	recvErr := make(chan error, 1)
 	go func() {
-		if err := ws.recvLoop(stream, s); err != nil {
+		if err := ws.recvLoop(ctx, stream, s); err != nil {
 			recvErr <- err
 			cancel()
 		}
@@ -82,7 +85,7 @@ func (ws *watchService) Watch(stream pb.Watch_WatchServer) error {
 
 // recvLoop hands the client's requests to the hub stream. It returns nil
 // when the client half-closes.
-func (ws *watchService) recvLoop(stream pb.Watch_WatchServer, s WatchStream) error {
+func (ws *watchService) recvLoop(ctx context.Context, stream pb.Watch_WatchServer, s WatchStream) error {
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -97,8 +100,7 @@ func (ws *watchService) recvLoop(stream pb.Watch_WatchServer, s WatchStream) err
 		switch u := req.RequestUnion.(type) {
 		case *pb.WatchRequest_CreateRequest:
 			if u.CreateRequest != nil {
-				// A refusal is answered on the stream by the hub.
-				_, _ = s.Watch(u.CreateRequest)
+				ws.create(ctx, s, u.CreateRequest)
 			}
 		case *pb.WatchRequest_CancelRequest:
 			if u.CancelRequest != nil {
@@ -115,6 +117,26 @@ func (ws *watchService) recvLoop(stream pb.Watch_WatchServer, s WatchStream) err
 		}
 	}
 }
+
+// create adds a watcher, unless the caller may not read the range (a
+// negative start revision is refused by the hub first, as etcd does).
+func (ws *watchService) create(ctx context.Context, s WatchStream, r *pb.WatchCreateRequest) {
+	if ws.refusal != nil && r.StartRevision >= 0 {
+		if reason := ws.refusal(ctx, r); reason != "" {
+			if rs, ok := s.(refuser); ok {
+				rs.Refuse(reason)
+				return
+			}
+		}
+	}
+	// A refusal is answered on the stream by the hub.
+	_, _ = s.Watch(r)
+}
+
+// refuser is a WatchStream that can answer a create request the caller
+// may not make with a created-and-canceled response (etcd's refusal of a
+// watch on keys the user may not read).
+type refuser interface{ Refuse(reason string) }
 
 // sendLoop sends the hub stream's responses in order.
 func (ws *watchService) sendLoop(ctx context.Context, stream pb.Watch_WatchServer, s WatchStream) error {

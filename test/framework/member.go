@@ -53,6 +53,7 @@ type Member struct {
 	// plainClientURL is a second, plaintext client URL served beside the
 	// TLS one (TLSConfig.PlainClientURL); not advertised.
 	plainClientURL string
+	creds          login // login.go
 
 	mu     sync.Mutex
 	proc   *serverProcess // nil before the first Start; the last run after exit
@@ -228,16 +229,20 @@ func (m *Member) WaitReady(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("wait for member %s: %w", m.name, err)
 	}
-	cli, err := m.dial()
-	if err != nil {
-		return fmt.Errorf("wait for member %s: %w", m.name, err)
+	// With credentials the client authenticates when it is created,
+	// which fails while the member is down: probe with a fresh client.
+	var cli *clientv3.Client
+	if user, _ := m.creds.get(); user == "" {
+		if cli, err = m.dial(); err != nil {
+			return fmt.Errorf("wait for member %s: %w", m.name, err)
+		}
+		defer cli.Close()
 	}
-	defer cli.Close()
 
 	poll := time.NewTicker(readyPollInterval)
 	defer poll.Stop()
 	for {
-		probeErr := probeReady(ctx, cli)
+		probeErr := m.probe(ctx, cli)
 		if probeErr == nil {
 			return nil
 		}
@@ -249,6 +254,20 @@ func (m *Member) WaitReady(ctx context.Context) error {
 		case <-poll.C:
 		}
 	}
+}
+
+// probe runs probeReady with cli, or with a client of its own when cli is
+// nil.
+func (m *Member) probe(ctx context.Context, cli *clientv3.Client) error {
+	if cli != nil {
+		return probeReady(ctx, cli)
+	}
+	cli, err := m.dial()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return probeReady(ctx, cli)
 }
 
 func probeReady(ctx context.Context, cli *clientv3.Client) error {
@@ -342,7 +361,8 @@ func (m *Member) Restart(ctx context.Context) error {
 
 // dial returns a client bound to this member only.
 func (m *Member) dial() (*clientv3.Client, error) {
-	return newClient([]string{m.clientURL}, m.cfg.TLS)
+	user, password := m.creds.get()
+	return newClientAs([]string{m.clientURL}, m.cfg.TLS, user, password)
 }
 
 // NewClient returns a client bound to this member only, closed when t ends.
@@ -359,6 +379,11 @@ func (m *Member) NewClient(t testing.TB) *clientv3.Client {
 // newClient builds a clientv3 client. It does not block on the connection:
 // the first RPC does, within its own context.
 func newClient(endpoints []string, tc *TLSConfig) (*clientv3.Client, error) {
+	return newClientAs(endpoints, tc, "", "")
+}
+
+// newClientAs is newClient authenticating as user (none when empty).
+func newClientAs(endpoints []string, tc *TLSConfig, user, password string) (*clientv3.Client, error) {
 	tlsCfg, err := tc.ClientTLS()
 	if err != nil {
 		return nil, fmt.Errorf("new client for %v: %w", endpoints, err)
@@ -367,6 +392,8 @@ func newClient(endpoints []string, tc *TLSConfig) (*clientv3.Client, error) {
 		TLS:         tlsCfg,
 		Endpoints:   endpoints,
 		DialTimeout: DefaultDialTimeout,
+		Username:    user,
+		Password:    password,
 		// The client's own retry warnings would drown the server logs that
 		// matter when a test fails.
 		Logger: zap.NewNop(),

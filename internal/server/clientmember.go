@@ -64,4 +64,5 @@ func (s *watchStream) Next(ctx context.Context, dst []etcdcompat.WatchResponse) 
 	clear(s.buf) // let the events go
 	return dst, err
 }
+
 var _ etcdcompat.AuthMember = clientMember{}

@@ -24,6 +24,10 @@ type opsFlags struct {
 	compactHashCheckTime    time.Duration
 	expCompactHashCheckTime time.Duration // --experimental-compact-hash-check-time
 
+	walDir        string
+	maxSnapshots  uint
+	unsafeNoFsync bool
+
 	// derived by validate
 	retention time.Duration
 }
@@ -37,6 +41,9 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.compactHashCheck, "experimental-compact-hash-check-enabled", false, "Enable leader to periodically check followers compaction hashes. Deprecated in v3.6 and will be decommissioned in v3.7. Use '--feature-gates=CompactHashCheck=true' instead")
 	fs.DurationVar(&o.expCompactHashCheckTime, "experimental-compact-hash-check-time", time.Minute, "Duration of time between leader checks followers compaction hashes. Deprecated in v3.6 and will be decommissioned in v3.7. Use --compact-hash-check-time instead.")
 	fs.DurationVar(&o.compactHashCheckTime, "compact-hash-check-time", time.Minute, "Duration of time between leader checks followers compaction hashes.")
+	fs.StringVar(&o.walDir, "wal-dir", "", "Path to the dedicated wal directory.")
+	fs.UintVar(&o.maxSnapshots, "max-snapshots", 5, "Maximum number of snapshot files to retain (0 is unlimited). Deprecated in v3.6 and will be decommissioned in v3.8.")
+	fs.BoolVar(&o.unsafeNoFsync, "unsafe-no-fsync", false, "Disables fsync, unsafe, will cause data loss.")
 	fs.StringVar(&o.autoCompactionMode, "auto-compaction-mode", compactor.ModePeriodic, "interpret 'auto-compaction-retention' one of: periodic|revision. 'periodic' for duration based retention, defaulting to hours if no time unit is provided (e.g. '5m'). 'revision' for revision number based retention.")
 }
 
@@ -73,6 +80,12 @@ func (o *opsFlags) apply(cfg *server.Config) {
 	cfg.QuotaBackendBytes = o.quotaBackendBytes
 	cfg.AutoCompactionMode = o.autoCompactionMode
 	cfg.AutoCompactionRetention = o.retention
+	cfg.WALDir = o.walDir
+	cfg.MaxSnapshotFiles = int(o.maxSnapshots)
+	if o.maxSnapshots == 0 {
+		cfg.MaxSnapshotFiles = -1 // etcd: 0 is unlimited
+	}
+	cfg.UnsafeNoFsync = o.unsafeNoFsync
 	cfg.InitialCorruptCheck = o.initialCorruptCheck
 	cfg.CorruptCheckTime = o.corruptCheckTime
 	cfg.CompactHashCheck = o.compactHashCheck

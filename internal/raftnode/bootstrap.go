@@ -17,12 +17,12 @@ import (
 // member), restores the state machine and raft's in-memory log from them,
 // and starts raft. It sets n.wal, n.snaps, n.raft and the apply state.
 func (n *Node) bootstrap() error {
-	snaps, err := snapfile.Open(snapDir(n.cfg.DataDir), snapfile.Options{Logger: n.logger})
+	snaps, err := snapfile.Open(snapDir(n.cfg.DataDir), snapfile.Options{Logger: n.logger, Keep: n.cfg.MaxSnapshotFiles, NoSync: n.cfg.UnsafeNoFsync})
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}
 	n.snaps = snaps
-	dir := walDir(n.cfg.DataDir)
+	dir := walDirOf(n.cfg.DataDir, n.cfg.WALDir)
 	exists, err := wal.Exists(dir)
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
@@ -55,6 +55,9 @@ func (n *Node) walOptions() wal.Options {
 	syncFile := n.cfg.syncFile
 	if syncFile == nil {
 		syncFile = wal.SyncData
+	}
+	if n.cfg.UnsafeNoFsync {
+		syncFile = func(*os.File) error { return nil }
 	}
 	return wal.Options{
 		Logger:           n.logger,

@@ -128,6 +128,16 @@ type Config struct {
 	MaxUncommittedEntriesSize uint64
 	// WALSegmentSizeBytes is the WAL segment size. Default 64 MiB.
 	WALSegmentSizeBytes int64
+	// WALDir, if set, holds the WAL instead of DataDir/wal (etcd's
+	// --wal-dir, for a log on its own disk).
+	WALDir string
+	// MaxSnapshotFiles is how many snapshot files are kept (etcd's
+	// --max-snapshots): 0 snapfile's default of 5, negative unlimited.
+	MaxSnapshotFiles int
+	// UnsafeNoFsync skips every fsync of the WAL and snapshot files
+	// (etcd's --unsafe-no-fsync): a crash loses acknowledged writes.
+	// For tests only.
+	UnsafeNoFsync bool
 	// Transport carries messages to peers; nil for a single member.
 	Transport Transport
 	// Logger receives structured logs. Nil discards them.

@@ -20,7 +20,15 @@ const (
 	snapDirName = "snap" // snapshot files (package snapfile)
 )
 
-func walDir(dataDir string) string  { return filepath.Join(dataDir, walDirName) }
+func walDir(dataDir string) string { return filepath.Join(dataDir, walDirName) }
+
+// walDirOf is the log's directory: the dedicated one (--wal-dir) if set.
+func walDirOf(dataDir, dedicated string) string {
+	if dedicated != "" {
+		return dedicated
+	}
+	return walDir(dataDir)
+}
 func snapDir(dataDir string) string { return filepath.Join(dataDir, snapDirName) }
 
 // Identity is the member and cluster a Raft log was created for; Start
@@ -33,7 +41,13 @@ type Identity struct {
 // log and, if it does, the identity it was created for. A missing
 // directory holds none.
 func ReadIdentity(dataDir string, logger *slog.Logger) (id Identity, exists bool, err error) {
-	dir := walDir(dataDir)
+	return ReadIdentityAt(dataDir, "", logger)
+}
+
+// ReadIdentityAt is ReadIdentity for a member whose log lives in a
+// dedicated directory (Config.WALDir; "" for the default under dataDir).
+func ReadIdentityAt(dataDir, dedicatedWALDir string, logger *slog.Logger) (id Identity, exists bool, err error) {
+	dir := walDirOf(dataDir, dedicatedWALDir)
 	exists, err = wal.Exists(dir)
 	if err != nil || !exists {
 		return Identity{}, false, err

@@ -48,7 +48,7 @@ type identity struct {
 //     gives this member's ID (the one `member add` chose) and the cluster
 //     ID; raft starts empty and the leader sends it the state.
 func resolveIdentity(cfg Config, memberDir string, client *http.Client) (identity, error) {
-	recorded, exists, err := raftnode.ReadIdentity(memberDir, cfg.Logger)
+	recorded, exists, err := raftnode.ReadIdentityAt(memberDir, cfg.WALDir, cfg.Logger)
 	if err != nil {
 		return identity{}, fmt.Errorf("server: %w", err)
 	}

@@ -78,6 +78,14 @@ type Config struct {
 	CompactHashCheck     bool
 	CompactHashCheckTime time.Duration
 
+	// WALDir is --wal-dir: the Raft log in a dedicated directory instead
+	// of DataDir/member/wal. MaxSnapshotFiles is how many snapshot files
+	// to keep (--max-snapshots): 0 etcd's default of 5, negative all
+	// (the flag's 0). UnsafeNoFsync is --unsafe-no-fsync (tests only).
+	WALDir           string
+	MaxSnapshotFiles int
+	UnsafeNoFsync    bool
+
 	// Backend is the storage engine, opened by the caller; the server owns
 	// it from here on and closes it on Stop.
 	Backend kvstore.Backend
@@ -222,6 +230,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: open store: %w", err)
 	}
 	s.kv = kv
+	if cfg.UnsafeNoFsync {
+		s.log.Warn("--unsafe-no-fsync is set: the WAL and snapshot files are never fsynced; a crash or power loss loses acknowledged writes (for tests only)")
+	}
 	s.quota = newBackendQuota(cfg.QuotaBackendBytes, kv.Size, cfg.Logger)
 	s.ops = newOpsMetrics(cfg.Metrics, cfg.Logger)
 	s.ops.quotaBytes.Set(float64(s.quota.limit))
@@ -278,6 +289,9 @@ func New(cfg Config) (*Server, error) {
 		Peers:                  who.bootstrap,
 		Join:                   who.join,
 		DataDir:                memberDir,
+		WALDir:                 cfg.WALDir,
+		MaxSnapshotFiles:       cfg.MaxSnapshotFiles,
+		UnsafeNoFsync:          cfg.UnsafeNoFsync,
 		TickInterval:           cfg.TickInterval,
 		ElectionTicks:          cfg.ElectionTicks,
 		HeartbeatTicks:         1,

@@ -48,8 +48,11 @@ type Options struct {
 	// Logger receives housekeeping messages. Nil discards them.
 	Logger *slog.Logger
 	// Keep is how many of the newest files Save keeps. Zero means
-	// DefaultKeep.
+	// DefaultKeep, negative all of them (etcd's --max-snapshots=0).
 	Keep int
+	// NoSync skips the fsync of each file written (--unsafe-no-fsync,
+	// for tests only): a crash may leave a damaged newest file.
+	NoSync bool
 }
 
 // Store is the directory of snapshot files of one member. Save serialises
@@ -58,6 +61,7 @@ type Store struct {
 	dir    string
 	logger *slog.Logger
 	keep   int
+	noSync bool
 	saveMu sync.Mutex
 }
 
@@ -67,7 +71,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Keep <= 0 {
+	if opts.Keep == 0 {
 		opts.Keep = DefaultKeep
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -86,7 +90,7 @@ func Open(dir string, opts Options) (*Store, error) {
 			opts.Logger.Warn("removed unfinished snapshot file", "file", path)
 		}
 	}
-	return &Store{dir: dir, logger: opts.Logger, keep: opts.Keep}, nil
+	return &Store{dir: dir, logger: opts.Logger, keep: opts.Keep, noSync: opts.NoSync}, nil
 }
 
 // Dir is the directory the store manages.
@@ -140,7 +144,7 @@ func (s *Store) SaveTimed(meta raftpb.SnapshotMetadata, image io.WriterTo) (Save
 	ref := Ref{Term: meta.Term, Index: meta.Index}
 	final := s.Path(ref)
 	tmp := final + tmpExt
-	st, err := writeFile(tmp, &meta, image)
+	st, err := writeFile(tmp, &meta, image, s.noSync)
 	if err != nil {
 		return SaveStats{}, errors.Join(err, removeIfExists(tmp))
 	}
@@ -156,7 +160,7 @@ func (s *Store) SaveTimed(meta raftpb.SnapshotMetadata, image io.WriterTo) (Save
 	return st, nil
 }
 
-func writeFile(path string, meta *raftpb.SnapshotMetadata, image io.WriterTo) (SaveStats, error) {
+func writeFile(path string, meta *raftpb.SnapshotMetadata, image io.WriterTo, noSync bool) (SaveStats, error) {
 	start := time.Now()
 	prefix, err := encodePrefix(meta)
 	if err != nil {
@@ -191,8 +195,10 @@ func writeFile(path string, meta *raftpb.SnapshotMetadata, image io.WriterTo) (S
 	}
 	st := SaveStats{Bytes: imageLen, Write: time.Since(start)}
 	syncStart := time.Now()
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("sync snapshot %s: %w", path, err))
+	if !noSync {
+		if err := f.Sync(); err != nil {
+			return fail(fmt.Errorf("sync snapshot %s: %w", path, err))
+		}
 	}
 	st.Fsync = time.Since(syncStart)
 	if err := f.Close(); err != nil {
@@ -207,7 +213,7 @@ func (s *Store) purge() error {
 	if err != nil {
 		return err
 	}
-	if len(refs) <= s.keep {
+	if s.keep < 0 || len(refs) <= s.keep {
 		return nil
 	}
 	for _, ref := range refs[:len(refs)-s.keep] {

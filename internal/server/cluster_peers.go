@@ -238,11 +238,12 @@ func (s *Server) ConfigurePeerServer(srv *http.Server) {
 	}
 }
 
-// peerHTTPClient fetches the member list from peers when joining, over
-// TLS with the member's peer certificates when it has them (as etcd's
-// rafthttp round tripper), each connection with the files as they are.
-func peerHTTPClient(peerTLS transport.ClientTLS) *http.Client {
-	client := &http.Client{Timeout: fetchMembersTimeout}
+// peerHTTPClient asks peers outside the transport (the member list when
+// joining, hashes for the corruption checks), over TLS with the member's
+// peer certificates when it has them (as etcd's rafthttp round tripper),
+// each connection with the files as they are. timeout 0: none.
+func peerHTTPClient(peerTLS transport.ClientTLS, timeout time.Duration) *http.Client {
+	client := &http.Client{Timeout: timeout}
 	if peerTLS == nil {
 		return client
 	}

@@ -167,9 +167,9 @@ type corruptionChecker struct {
 }
 
 func newCorruptionChecker(s *Server) *corruptionChecker {
-	return &corruptionChecker{s: s, client: &http.Client{
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	client := peerHTTPClient(s.cfg.PeerTLS, 0)
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &corruptionChecker{s: s, client: client}
 }
 
 // initialCheck is etcd's InitialCheck: an error means this member's data

@@ -170,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 	if err := removeStaleSnapshotImages(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	who, err := resolveIdentity(cfg, memberDir, peerHTTPClient(cfg.PeerTLS))
+	who, err := resolveIdentity(cfg, memberDir, peerHTTPClient(cfg.PeerTLS, fetchMembersTimeout))
 	if err != nil {
 		return nil, err
 	}

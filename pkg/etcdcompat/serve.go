@@ -93,6 +93,9 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 		grpc.MaxRecvMsgSize(int(cfg.MaxRequestBytes)+grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
+		// Connections come decrypted from the listener; the credentials
+		// only report the client's TLS state (serve_tls.go).
+		grpc.Creds(tlsAwareCreds{}),
 		// etcd's defaults: let clients ping every 5 s; probe idle clients
 		// after 2 h and drop them after 20 s without an answer.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),

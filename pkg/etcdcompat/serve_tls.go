@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"math"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/soheilhy/cmux"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -18,50 +18,93 @@ import (
 // (tlsutil.NewListener), so the listener's refusal rules, handshake
 // timeout and CRL check apply to every protocol served here.
 //
-// As etcd does on its secure port, one HTTP server takes every
-// connection: requests over HTTP/2 with a gRPC content type go to the
-// gRPC server (which sees the client's certificate as its peer's TLS
-// info), everything else (JSON gateway, /health, /metrics, ... over
-// HTTP/1.1 or HTTP/2) to the HTTP handlers. Telling them apart by the
-// first bytes, as Serve does in plaintext, would send an HTTP/2 request
-// for /metrics (what a Go or curl client negotiates through ALPN) to
-// gRPC.
+// Once decrypted, a connection goes to the gRPC server when its first
+// HTTP/2 request has a gRPC content type, and to the HTTP server
+// otherwise (JSON gateway, /health, /metrics, ... over HTTP/1.1, or over
+// HTTP/2 as Go and curl negotiate through ALPN). etcd routes each request
+// through one HTTP server and grpc.Server.ServeHTTP instead; serving gRPC
+// on its own transport keeps TLS clients as fast as plaintext ones. The
+// gRPC server still sees the client's certificate (tlsAwareCreds).
 //
 // gatewayTLS is how the JSON gateway dials this listener: etcd presents
 // the server's own certificate and skips verifying the server's.
 func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config) error {
+	m := cmux.New(l)
+	// gRPC clients wait for the server's SETTINGS before their first
+	// request, so the matcher sends an empty one to see the request's
+	// content type; the other HTTP/2 clients then answer that SETTINGS
+	// with an ACK the HTTP server must not see (h2AckFilter).
+	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
+	h2L := h2AckFilterListener{m.Match(cmux.HTTP2())}
+	httpL := m.Match(cmux.Any())
+
 	gwmux, closeGW, err := s.gateway(l.Addr().String(), credentials.NewTLS(gatewayTLS))
 	if err != nil {
 		return err
 	}
-	other := s.httpMux(gwmux)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 2 && strings.Contains(r.Header.Get("Content-Type"), "application/grpc") {
-			s.grpc.ServeHTTP(w, r)
-			return
-		}
-		other.ServeHTTP(w, r)
-	})
-	httpSrv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Minute,
-		Protocols:         new(http.Protocols),
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: math.MaxInt32},
-	}
+	httpSrv := &http.Server{Handler: s.httpMux(gwmux), ReadHeaderTimeout: 30 * time.Second, Protocols: new(http.Protocols)}
+	// The connections are decrypted already: HTTP/2 arrives as if in
+	// cleartext, with prior knowledge.
 	httpSrv.Protocols.SetHTTP1(true)
-	httpSrv.Protocols.SetHTTP2(true)
+	httpSrv.Protocols.SetUnencryptedHTTP2(true)
 	s.mu.Lock()
 	s.closers = append(s.closers, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = httpSrv.Shutdown(ctx)
 		closeGW()
-		l.Close()
+		m.Close()
 	})
 	s.mu.Unlock()
-	err = httpSrv.Serve(l)
-	if errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) {
+
+	errc := make(chan error, 4)
+	go func() { errc <- s.grpc.Serve(grpcL) }()
+	go func() { errc <- httpSrv.Serve(h2L) }()
+	go func() { errc <- httpSrv.Serve(httpL) }()
+	go func() { errc <- m.Serve() }()
+	err = <-errc
+	if errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
 	return err
 }
+
+// tlsAwareCreds are the gRPC server's transport credentials: every
+// connection arrives already decrypted (or plaintext), so the handshake
+// only reports what the listener negotiated. A connection over TLS gets
+// credentials.TLSInfo with the client's verified certificates, as with
+// gRPC's own TLS credentials (what etcd's auth reads the CN from); a
+// plaintext one gets no security.
+type tlsAwareCreds struct{}
+
+func (tlsAwareCreds) ClientHandshake(_ context.Context, _ string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("etcdcompat: server-only credentials")
+}
+
+func (tlsAwareCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	inner := conn
+	if mc, ok := inner.(*cmux.MuxConn); ok {
+		inner = mc.Conn
+	}
+	if tc, ok := inner.(*tls.Conn); ok {
+		return conn, credentials.TLSInfo{
+			State:          tc.ConnectionState(),
+			CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity},
+		}, nil
+	}
+	return conn, plaintextInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}, nil
+}
+
+func (tlsAwareCreds) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
+}
+
+func (c tlsAwareCreds) Clone() credentials.TransportCredentials { return c }
+
+func (tlsAwareCreds) OverrideServerName(string) error { return nil }
+
+// plaintextInfo is the AuthInfo of a connection without TLS.
+type plaintextInfo struct{ credentials.CommonAuthInfo }
+
+func (plaintextInfo) AuthType() string { return "insecure" }

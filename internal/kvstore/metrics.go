@@ -95,12 +95,31 @@ func (s *Store) openReads() float64 {
 }
 
 // countTxn counts a txn's operations as etcd's metrics txn does: every
-// range, put and delete on the path taken (nested txns included), and one
-// txn when there was more than one operation.
-func (m *metrics) countTxn(resp *etcdserverpb.TxnResponse) {
-	var ranges, puts, deletes int
+// range, put and delete on the path taken (nested txns included), every
+// compare evaluated (etcd reads the key for each, a range), and one txn
+// when there was more than one operation.
+func (m *metrics) countTxn(req *etcdserverpb.TxnRequest, path []bool, resp *etcdserverpb.TxnResponse) {
+	ranges, _ := comparesOnPath(req, path)
+	var puts, deletes int
 	countResponseOps(resp, &ranges, &puts, &deletes)
 	m.countOps(ranges, puts, deletes)
+}
+
+// comparesOnPath counts the compares compareToPath evaluated for path, in
+// its depth-first order, and returns the part of path it did not use.
+func comparesOnPath(req *etcdserverpb.TxnRequest, path []bool) (n int, rest []bool) {
+	if len(path) == 0 {
+		return 0, nil
+	}
+	n, rest = len(req.GetCompare()), path[1:]
+	for _, op := range branch(req, path[0]) {
+		if tv, ok := op.GetRequest().(*etcdserverpb.RequestOp_RequestTxn); ok {
+			var m int
+			m, rest = comparesOnPath(tv.RequestTxn, rest)
+			n += m
+		}
+	}
+	return n, rest
 }
 
 func (m *metrics) countOps(ranges, puts, deletes int) {

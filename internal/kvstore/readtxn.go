@@ -55,7 +55,7 @@ func (s *Store) ReadTxn(req *etcdserverpb.TxnRequest) (*etcdserverpb.TxnResponse
 		return nil, err
 	}
 	resp.Header.Revision = x.rev
-	s.m.countTxn(resp)
+	s.m.countTxn(req, path, resp)
 	return resp, nil
 }
 

@@ -48,7 +48,7 @@ func (s *Store) Txn(req *etcdserverpb.TxnRequest) (*etcdserverpb.TxnResponse, er
 		return nil, err
 	}
 	resp.Header.Revision = rev
-	s.m.countTxn(resp)
+	s.m.countTxn(req, path, resp)
 	return resp, nil
 }
 

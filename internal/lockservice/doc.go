@@ -30,7 +30,10 @@
 // or is killed, the socket is closed, a heartbeat write fails or blocks
 // for WriteTimeout) the handler revokes the lease at once: the key goes
 // with it, and the next waiter, which watches only its predecessor's key,
-// is told in the same moment. If the member serving the connection dies,
+// is told in the same moment. A client whose host vanishes without a FIN
+// or RST stops acknowledging the heartbeats; on Linux the connection is
+// given TCP_USER_TIMEOUT = WriteTimeout (10 s), so the kernel fails it,
+// and the lock is released, within that time. If the member serving the connection dies,
 // nobody revokes the lease and the key goes when the lease expires: the
 // lock is released at most LeaseTTL after the member's death.
 //

@@ -47,6 +47,9 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, err)
 		return
 	}
+	if !bindConnection(r.Context(), s.cfg.WriteTimeout) {
+		s.log.Debug("no TCP_USER_TIMEOUT on this connection; a vanished client is noticed by TCP keep-alive", "remote", r.RemoteAddr)
+	}
 	s.streams.Add(1)
 	defer s.streams.Done()
 	// The request's context ends when the client's connection closes;

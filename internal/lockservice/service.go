@@ -50,7 +50,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Heartbeat spaces the keep-alive lines of a /lock stream.
 	Heartbeat time.Duration
-	// WriteTimeout drops a client that does not read its stream.
+	// WriteTimeout drops a client whose stream writes block that long,
+	// and (on Linux, TCP_USER_TIMEOUT) one whose host stops acknowledging
+	// them: a vanished client releases its lock within it.
 	WriteTimeout time.Duration
 	Logger       *slog.Logger
 	// Registerer receives the metastore_lock_* metrics; nil keeps them

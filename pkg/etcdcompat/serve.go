@@ -155,7 +155,8 @@ func (s *ClientServer) Serve(l net.Listener) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: s.httpMux(gwmux), ReadHeaderTimeout: 30 * time.Second}
+	httpSrv := &http.Server{Handler: s.httpMux(gwmux), ReadHeaderTimeout: 30 * time.Second,
+		ConnContext: lockservice.ConnContext}
 	s.mu.Lock()
 	s.closers = append(s.closers, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

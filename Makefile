@@ -14,7 +14,7 @@ BIN_DIR   := bin
 METASTORE := $(BIN_DIR)/metastore
 # Reference etcd 3.6 binaries, pinned by the separate module in tools/.
 REF_DIR      := $(BIN_DIR)/ref
-REF_BINARIES := $(REF_DIR)/etcd $(REF_DIR)/etcdctl $(REF_DIR)/etcdutl $(REF_DIR)/benchmark
+REF_BINARIES := $(REF_DIR)/etcd $(REF_DIR)/etcdctl $(REF_DIR)/etcdutl $(REF_DIR)/benchmark $(REF_DIR)/etcd-3.5
 TOOLS_MOD    := tools/go.mod tools/go.sum
 
 STATICCHECK_VERSION := v0.8.2
@@ -33,7 +33,7 @@ E2E_TARGET ?= metastore
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
 	@echo "make build          build $(METASTORE)"
-	@echo "make tools          build the reference etcd, etcdctl, etcdutl and benchmark into $(REF_DIR)/"
+	@echo "make tools          build the reference etcd, etcdctl, etcdutl and benchmark (and etcd 3.5) into $(REF_DIR)/"
 	@echo "make run            deps + build, then run one member on 127.0.0.1:2379 (data in $(RUN_DATA_DIR))"
 	@echo "make test           deps + build + tools, then unit tests (-race) and the e2e suite"
 	@echo "make test-unit      unit tests with -race (everything but ./test/...)"
@@ -67,6 +67,11 @@ $(REF_DIR)/etcdctl: $(TOOLS_MOD)
 
 $(REF_DIR)/etcdutl: $(TOOLS_MOD)
 	cd tools && $(GO) build -o ../$@ go.etcd.io/etcd/etcdutl/v3
+	@touch $@
+
+# etcd 3.5, for the snapshot files of a 3.5 cluster (its own module).
+$(REF_DIR)/etcd-3.5: tools/etcd35/go.mod tools/etcd35/go.sum
+	cd tools/etcd35 && $(GO) build -o ../../$@ go.etcd.io/etcd/server/v3
 	@touch $@
 
 $(REF_DIR)/benchmark: $(TOOLS_MOD)

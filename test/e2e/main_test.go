@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/metastore-io/metastore/test/framework"
@@ -35,6 +36,7 @@ func checkBinaries() error {
 		{framework.TargetEtcd.BinaryPath(root), framework.TargetEtcd.BuildHint()},
 		{framework.EtcdctlPath(root), "make tools"},
 		{framework.EtcdutlPath(root), "make tools"},
+		{filepath.Join(root, etcd35Binary), "make tools"},
 	} {
 		if err := framework.RequireBinary(bin.path, bin.hint); err != nil {
 			return err

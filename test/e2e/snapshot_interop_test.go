@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -275,4 +276,32 @@ func TestMakeMirrorFromEtcd(t *testing.T) {
 	if resp.Count != keys+1 {
 		t.Fatalf("the mirror holds %d keys, want %d", resp.Count, keys+1)
 	}
+}
+
+// etcd35Binary is etcd 3.5's server, built by make tools.
+const etcd35Binary = "bin/ref/etcd-3.5"
+
+// TestSnapshotFromEtcd35 restores the snapshot of an etcd 3.5 (whose file
+// records no storage version) into MetaStore with every key, revision
+// and lease, as an upgrade from a 3.5 cluster needs.
+func TestSnapshotFromEtcd35(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t, snapshotTimeout)
+	src := framework.NewCluster(t, framework.ClusterConfig{Target: framework.TargetEtcd, Binary: etcd35Binary})
+	srcCli := src.NewClient(t)
+	compactAt := writeInteropState(ctx, t, srcCli)
+	want := dumpStore(ctx, t, srcCli, compactAt)
+
+	path := filepath.Join(t.TempDir(), "etcd35.db")
+	ctl := framework.NewEtcdctl(framework.EtcdctlPath(src.RepoRoot()), []string{src.Member(0).Endpoint()}, src.EtcdctlTLSFlags()...)
+	res, err := ctl.Run(ctx, "snapshot", "save", path)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("etcdctl snapshot save from etcd 3.5: %v, exit %d:\n%s%s", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	ms := framework.NewCluster(t, framework.ClusterConfig{Target: framework.TargetMetaStore})
+	if st := snapshotStatus(ctx, t, ms, path); st.Revision != want.rev {
+		t.Fatalf("metastore snapshot status of etcd 3.5's file: revision %d, want %d", st.Revision, want.rev)
+	}
+	restoreInto(ctx, t, ms, path)
+	requireSameDump(t, "MetaStore restored from etcd 3.5", dumpStore(ctx, t, ms.NewClient(t), compactAt), want)
 }

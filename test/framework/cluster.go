@@ -44,6 +44,9 @@ type ClusterConfig struct {
 	// suite's target. E2E_EXTRA_FLAGS apply only to clusters of the
 	// suite's target.
 	Target Target
+	// Binary, relative to the repository root, replaces the target's
+	// binary: bin/ref/etcd-3.5 runs etcd 3.5 as an etcd target.
+	Binary string
 	// withEnvFlags is set by NewCluster when E2E_EXTRA_FLAGS apply.
 	withEnvFlags bool
 	// PeerProxies puts a test-owned TCP proxy in front of every member's
@@ -92,6 +95,9 @@ func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 		t.Fatal(err)
 	}
 	binary := target.BinaryPath(repoRoot)
+	if cfg.Binary != "" {
+		binary = filepath.Join(repoRoot, cfg.Binary)
+	}
 	if err := RequireBinary(binary, target.BuildHint()); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -34,8 +33,6 @@ type options struct {
 	maxTxnOps                uint
 	heartbeatMs              uint
 	electionMs               uint
-	logLevel                 string
-	logFormat                string
 	storageEngine            string
 	watchProgressInterval    time.Duration
 	enablePprof              bool
@@ -43,9 +40,19 @@ type options struct {
 	gcHeadroomPercent        int
 	gcMinHeadroomBytes       uint64
 	rocksdb                  rocksdbFlags
-	ops                      opsFlags // flags_ops.go
-	tls                      tlsFlags // flags_tls.go
-	auth                     authFlags
+
+	// One struct per area of etcd's command line, each registered by
+	// its own file (flags_<area>.go) from register below.
+	configFile string // --config-file: see configfile.go
+	log        logFlags
+	listen     listenFlags
+	features   featureGates
+	discovery  discoveryFlags
+	noEffect   noEffectFlags
+	raft       raftFlags
+	ops        opsFlags // flags_ops.go
+	tls        tlsFlags // flags_tls.go
+	auth       authFlags
 }
 
 // rocksdbFlags tune the RocksDB engine (--storage-engine=rocksdb); their
@@ -59,7 +66,24 @@ type rocksdbFlags struct {
 	maxBackgroundJobs int
 }
 
+// register adds every serve flag to fs. Each area of etcd's command line
+// registers its own flags; add an area by adding a line here and a
+// flags_<area>.go file. registerDeprecated runs last: it aliases the old
+// --experimental-* spellings onto flags registered before it.
 func (o *options) register(fs *pflag.FlagSet) {
+	o.registerMember(fs)
+	fs.StringVar(&o.configFile, "config-file", "", "Path to the server configuration file. Note that if a configuration file is provided, other command line flags and environment variables will be ignored.")
+	o.registerRaft(fs)
+	o.registerLog(fs)
+	o.registerListen(fs)
+	o.registerFeatures(fs)
+	o.registerDiscovery(fs)
+	o.registerNoEffect(fs)
+	registerDeprecated(fs)
+}
+
+// registerMember adds the member and cluster flags.
+func (o *options) registerMember(fs *pflag.FlagSet) {
 	fs.StringVar(&o.name, "name", "default", "Human-readable name for this member.")
 	fs.StringVar(&o.dataDir, "data-dir", "", "Path to the data directory (default \"${name}.metastore\").")
 	fs.StringVar(&o.listenClientURLs, "listen-client-urls", "http://localhost:2379", "List of URLs to listen on for client traffic.")
@@ -76,14 +100,11 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.UintVar(&o.maxTxnOps, "max-txn-ops", 128, "Maximum number of operations permitted in a transaction.")
 	fs.UintVar(&o.heartbeatMs, "heartbeat-interval", 100, "Time (in milliseconds) of a heartbeat interval.")
 	fs.UintVar(&o.electionMs, "election-timeout", 1000, "Time (in milliseconds) for an election to timeout.")
-	fs.StringVar(&o.logLevel, "log-level", "info", "Configures log level. Only supports debug, info, warn, error, panic, or fatal.")
-	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
 	fs.StringVar(&o.storageEngine, "storage-engine", "memory", "Storage engine: memory or rocksdb.")
 	fs.DurationVar(&o.watchProgressInterval, "watch-progress-notify-interval", 10*time.Minute, "Duration of periodic watch progress notifications.")
 	// As in etcd, any value but "extensive" means basic.
 	fs.StringVar(&o.metrics, "metrics", "basic", "Set level of detail for exported metrics, specify 'extensive' to include server side grpc histogram metrics")
 	fs.BoolVar(&o.enablePprof, "enable-pprof", false, "Enable runtime profiling data via HTTP server. Address is at client URL + \"/debug/pprof/\"")
-	fs.DurationVar(&o.watchProgressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Deprecated alias of --watch-progress-notify-interval (etcd 3.5 name).")
 
 	o.ops.register(fs)
 	o.tls.register(fs)
@@ -131,7 +152,7 @@ func (o *options) rocksdbOptions(logger *slog.Logger) (rocksdb.Options, error) {
 // pprofEnabled reports whether /debug/pprof/ is served: with
 // --enable-pprof, or at --log-level=debug as etcd does.
 func (o *options) pprofEnabled() bool {
-	return o.enablePprof || o.logLevel == "debug"
+	return o.enablePprof || o.log.level == "debug"
 }
 
 // applyEnv sets every flag not given on the command line from
@@ -213,13 +234,11 @@ func (o *options) validate() error {
 	if o.maxTxnOps == 0 {
 		return fmt.Errorf("--max-txn-ops must be greater than 0")
 	}
-	if _, err := parseLevel(o.logLevel); err != nil {
+	if err := o.logConfig().Validate(); err != nil {
 		return err
 	}
-	switch o.logFormat {
-	case "json", "text":
-	default:
-		return fmt.Errorf("unknown --log-format %q: want json or text", o.logFormat)
+	if err := o.listen.validate(); err != nil {
+		return err
 	}
 	if err := o.ops.validate(); err != nil {
 		return err
@@ -250,30 +269,4 @@ func splitURLs(list string) []string {
 		}
 	}
 	return out
-}
-
-// listenAddr turns a listen URL into a host:port for net.Listen.
-func listenAddr(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", err
-	}
-	if u.Scheme == "unix" || u.Scheme == "unixs" {
-		return "", fmt.Errorf("%s: unix socket listeners are not supported yet; use http or https", raw)
-	}
-	return u.Host, nil
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	switch s {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn":
-		return slog.LevelWarn, nil
-	case "error", "panic", "fatal":
-		return slog.LevelError, nil
-	}
-	return 0, fmt.Errorf("unknown --log-level %q: only supports debug, info, warn, error, panic, or fatal", s)
 }

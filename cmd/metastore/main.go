@@ -23,6 +23,7 @@ func (e usageError) Unwrap() error { return e.err }
 
 func main() {
 	cmd := newRootCommand()
+	cmd.SetArgs(normalizeArgs(cmd, os.Args[1:]))
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintf(os.Stderr, "metastore: %v\n", err)
 		var ue usageError
@@ -37,9 +38,16 @@ func newRootCommand() *cobra.Command {
 	opts := &options{}
 	var showVersion bool
 	root := &cobra.Command{
-		Use:           "metastore",
-		Short:         "An etcd v3-compatible metadata server replicated with Raft",
-		Args:          cobra.NoArgs,
+		Use:   "metastore",
+		Short: "An etcd v3-compatible metadata server replicated with Raft",
+		// etcd's message for a stray argument (cobra would call it an
+		// unknown command, the root having subcommands).
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("%q is not a valid flag", args[0])
+			}
+			return nil
+		},
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,16 +55,15 @@ func newRootCommand() *cobra.Command {
 				printVersion(cmd)
 				return nil
 			}
-			if err := applyEnv(cmd.Flags()); err != nil {
-				return usageError{err}
+			fs, notes, err := resolveFlags(cmd.Flags(), opts)
+			if err != nil {
+				// etcd: "failed to verify flags", exit status 1.
+				return err
 			}
-			if err := opts.validate(); err != nil {
-				return usageError{err}
-			}
-			return run(cmd.Context(), opts)
+			return run(cmd.Context(), opts, fs, notes)
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{etcdFlagError(err)} })
 	opts.register(root.Flags())
 	root.Flags().BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	root.AddCommand(&cobra.Command{

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/metastore-io/metastore/internal/gcheadroom"
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/logging"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
 	"github.com/metastore-io/metastore/internal/rocksdb"
@@ -30,9 +32,19 @@ import (
 // drainTimeout bounds how long a graceful stop waits for in-flight RPCs.
 const drainTimeout = 10 * time.Second
 
-// run serves until SIGTERM/SIGINT, then stops gracefully.
-func run(ctx context.Context, o *options) error {
-	logger := newLogger(o)
+// run serves until SIGTERM/SIGINT, then stops gracefully. fs is the flag
+// set the options came from (the command line or the config file).
+func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNotes) error {
+	built, err := newLogger(o)
+	if err != nil {
+		return err
+	}
+	defer built.Close()
+	logger := built.Logger
+	logStartup(o, fs, notes, logger)
+	if err := o.discovery.refuseUnbootstrapped(o.dataDir); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctxOrBackground(ctx), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -76,35 +88,23 @@ func run(ctx context.Context, o *options) error {
 	// Bind the client and peer listeners before starting the member, so a
 	// port conflict fails fast, and clients and peers queue in the backlog
 	// until they are served.
-	var listeners, peerListeners []net.Listener
-	var clientURLs []string // of listeners
+	var peerListeners []net.Listener
+	var bound clientListeners
 	defer func() {
-		for _, l := range append(listeners, peerListeners...) {
+		for _, l := range peerListeners {
 			l.Close()
 		}
+		bound.close()
 	}()
 	for _, u := range splitURLs(o.listenPeerURLs) {
-		addr, err := listenAddr(u)
-		if err != nil {
-			return usageError{err}
-		}
-		l, err := net.Listen("tcp", addr)
+		l, err := o.listen.listen(u)
 		if err != nil {
 			return fmt.Errorf("listen for peers on %s: %w", u, err)
 		}
 		peerListeners = append(peerListeners, wrapListener(l, u, certs.peer, "peer", logger))
 	}
-	for _, u := range splitURLs(o.listenClientURLs) {
-		addr, err := listenAddr(u)
-		if err != nil {
-			return usageError{err}
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("listen for clients on %s: %w", u, err)
-		}
-		listeners = append(listeners, wrapListener(l, u, certs.client, "client", logger))
-		clientURLs = append(clientURLs, u)
+	if bound, err = o.openClientListeners(certs.client, logger); err != nil {
+		return err
 	}
 
 	cfg := server.Config{
@@ -151,6 +151,11 @@ func run(ctx context.Context, o *options) error {
 		return srv.Err()
 	}
 
+	gatewayCreds, err := bound.gatewayCreds(certs.client)
+	if err != nil {
+		srv.Stop()
+		return fmt.Errorf("client TLS: %w", err)
+	}
 	clients, err := etcdcompat.NewClientServer(etcdcompat.Config{
 		Member:            srv.ClientMember(),
 		MaxRequestBytes:   o.maxRequestBytes,
@@ -160,27 +165,23 @@ func run(ctx context.Context, o *options) error {
 		MetricsRegisterer: registry,
 		ExtensiveMetrics:  o.metrics == "extensive",
 		EnablePprof:       o.pprofEnabled(),
+
+		MaxConcurrentStreams: o.listen.maxConcurrentStreams,
+		KeepAliveMinTime:     o.listen.keepAliveMinTime,
+		KeepAliveInterval:    o.listen.keepAliveInterval,
+		KeepAliveTimeout:     o.listen.keepAliveTimeout,
+		DisableGateway:       !o.listen.enableGateway,
+		CORS:                 uniqueStrings(o.listen.cors),
+		HostWhitelist:        uniqueStrings(o.listen.hostWhitelist),
+		GatewayTarget:        bound.gatewayTarget(),
+		GatewayCreds:         gatewayCreds,
 	})
 	if err != nil {
 		srv.Stop()
 		return err
 	}
-	serveErr := make(chan error, len(listeners))
-	for i, l := range listeners {
-		if isTLSURL(clientURLs[i]) {
-			gatewayTLS, err := certs.client.GatewayConfig()
-			if err != nil {
-				srv.Stop()
-				return fmt.Errorf("client TLS: %w", err)
-			}
-			logger.Info("serving client traffic securely", "address", l.Addr().String())
-			go func(l net.Listener) { serveErr <- clients.ServeTLS(l, gatewayTLS) }(l)
-			continue
-		}
-		logger.Info("serving client traffic insecurely; this is strongly discouraged!", "address", l.Addr().String())
-		go func(l net.Listener) { serveErr <- clients.Serve(l) }(l)
-	}
-	listeners = nil // owned by the client server now
+	serveErr := bound.serve(clients, certs.client, logger)
+	bound = clientListeners{} // owned by the client server now
 	// As etcd: a systemd unit of Type=notify counts the member started now.
 	if sent, err := sdnotify.Ready(); err != nil {
 		logger.Warn("failed to notify systemd for readiness", "error", err)
@@ -275,12 +276,36 @@ func openBackend(o *options, logger *slog.Logger) (kvstore.Backend, error) {
 	return nil, usageError{fmt.Errorf("unknown --storage-engine %q", o.storageEngine)}
 }
 
-func newLogger(o *options) *slog.Logger {
-	level, _ := parseLevel(o.logLevel)
-	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewJSONHandler(os.Stderr, hopts)
-	if o.logFormat == "text" {
-		h = slog.NewTextHandler(os.Stderr, hopts)
+// newLogger builds etcd's logger from the --log-* flags (etcd's defaults
+// for any left empty, as in the snapshot commands).
+func newLogger(o *options) (logging.Logger, error) {
+	c := o.logConfig()
+	if c.Logger == "" {
+		c.Logger = "zap"
 	}
-	return slog.New(h).With("name", o.name)
+	l, err := logging.New(c)
+	if err != nil {
+		return l, err
+	}
+	return l, nil
+}
+
+// logStartup logs, once, what etcd logs about the configuration: the
+// config file, deprecated flags, and which flags have no effect here.
+func logStartup(o *options, fs *pflag.FlagSet, notes configFileNotes, logger *slog.Logger) {
+	if o.configFile != "" {
+		logger.Info("loaded server configuration, other configuration command line flags and environment variables will be ignored if provided", "path", o.configFile)
+		if len(notes.ignored) > 0 {
+			logger.Warn("configuration file keys MetaStore does not read", "path", o.configFile, "keys", notes.ignored)
+		}
+	}
+	warnDeprecated(fs, logger)
+	logNoEffect(fs, logger)
+	if len(o.listen.clientHTTPURLs) == 0 {
+		logger.Warn("Running http and grpc server on single port. This is not recommended for production.")
+	}
+	if o.name == "default" {
+		logger.Warn("it isn't recommended to use default name, please set a value for --name. "+
+			"Note that etcd might run into issue when multiple members have the same default name", "name", o.name)
+	}
 }

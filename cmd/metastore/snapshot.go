@@ -118,7 +118,12 @@ terminal and logged every few seconds otherwise.`,
 
 // restoreSnapshot runs the restore for validated options.
 func restoreSnapshot(o *options, r *restoreFlags, path string) error {
-	logger := newLogger(o)
+	built, err := newLogger(o)
+	if err != nil {
+		return err
+	}
+	defer built.Close()
+	logger := built.Logger
 	initial, err := membership.ParseInitialCluster(o.initialCluster)
 	if err != nil {
 		return usageError{err}

@@ -55,7 +55,40 @@ type Config struct {
 	// etcd's client-facing series (grpc_server_*, etcd_network_client_*,
 	// ...) and the HTTP lock service's; nil leaves them unregistered.
 	MetricsRegisterer prometheus.Registerer
+
+	// Listener options, etcd's defaults when zero (see Defaults).
+	MaxConcurrentStreams uint32        // --max-concurrent-streams
+	KeepAliveMinTime     time.Duration // --grpc-keepalive-min-time
+	KeepAliveInterval    time.Duration // --grpc-keepalive-interval
+	KeepAliveTimeout     time.Duration // --grpc-keepalive-timeout
+	// DisableGateway turns off the JSON gateway (/v3/...), as
+	// --enable-grpc-gateway=false does.
+	DisableGateway bool
+	// CORS and HostWhitelist are etcd's --cors and --host-whitelist: empty
+	// or containing "*" allows every origin / host.
+	CORS          []string
+	HostWhitelist []string
+	// GatewayTarget is the gRPC target the JSON gateway dials (a listener
+	// that serves gRPC), with GatewayCreds (nil: plaintext); empty means
+	// the listener the request came in on.
+	GatewayTarget string
+	GatewayCreds  credentials.TransportCredentials
 }
+
+// ListenerKind says what a client listener serves.
+type ListenerKind int
+
+const (
+	// ServeGRPCAndHTTP is a --listen-client-urls listener without
+	// --listen-client-http-urls: gRPC and HTTP told apart per connection.
+	ServeGRPCAndHTTP ListenerKind = iota
+	// ServeGRPCOnly is a --listen-client-urls listener once
+	// --listen-client-http-urls is given.
+	ServeGRPCOnly
+	// ServeHTTPOnly is a --listen-client-http-urls listener: the gateway,
+	// /health, /version, /metrics (and pprof), no gRPC.
+	ServeHTTPOnly
+)
 
 // ClientServer serves etcd's client protocol (gRPC, JSON gateway, HTTP
 // endpoints) on one or more listeners.
@@ -89,23 +122,7 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 		unary = append(unary, authGuard{srv: am}.unary)
 		stream = append(stream, authGuard{srv: am}.stream)
 	}
-	opts := append(m.serverOptions(),
-		grpc.MaxRecvMsgSize(int(cfg.MaxRequestBytes)+grpcOverheadBytes),
-		grpc.MaxSendMsgSize(math.MaxInt32),
-		grpc.MaxConcurrentStreams(math.MaxUint32),
-		// Connections come decrypted from the listener; the credentials
-		// only report the client's TLS state (serve_tls.go).
-		grpc.Creds(tlsAwareCreds{}),
-		// etcd's defaults: let clients ping every 5 s; probe idle clients
-		// after 2 h and drop them after 20 s without an answer.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: false}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
-		// The metrics interceptors come first, as in etcd, so that
-		// requests the guards refuse are counted too.
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(stream...),
-	)
-	gs := grpc.NewServer(opts...)
+	gs := grpc.NewServer(cfg.grpcOptions(m, unary, stream)...)
 	hdr := headerFiller{srv: cfg.Member}
 	pb.RegisterKVServer(gs, &kvService{srv: cfg.Member, hdr: hdr, maxTxnOps: int(cfg.MaxTxnOps)})
 	pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: cfg.Member, hdr: hdr})
@@ -143,35 +160,96 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord, locks: locks, m: m}, nil
 }
 
-// Serve accepts clients on l until Stop: gRPC over HTTP/2, and the JSON
-// gateway plus /health, /version, /metrics (and /debug/pprof/ if enabled)
-// over HTTP/1.1, told apart by the connection's first bytes as etcd does.
-func (s *ClientServer) Serve(l net.Listener) error {
-	m := cmux.New(l)
-	grpcL := m.Match(cmux.HTTP2())
-	httpL := m.Match(cmux.HTTP1())
-
-	gwmux, closeGW, err := s.gateway(l.Addr().String(), insecure.NewCredentials())
-	if err != nil {
-		return err
+// grpcOptions are etcd's server options: the receive limit, the stream
+// limit and keepalive policy from the flags (0 disables a keepalive part, as
+// in etcd), and the interceptors (metrics first, then the guards).
+func (cfg Config) grpcOptions(m *clientMetrics, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
+	streams := cfg.MaxConcurrentStreams
+	if streams == 0 {
+		streams = math.MaxUint32
 	}
-	httpSrv := &http.Server{Handler: s.httpMux(gwmux), ReadHeaderTimeout: 30 * time.Second,
-		ConnContext: lockservice.ConnContext}
+	opts := append(m.serverOptions(),
+		grpc.MaxRecvMsgSize(int(cfg.MaxRequestBytes)+grpcOverheadBytes),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxConcurrentStreams(streams),
+		// Connections come decrypted from the listener; the credentials
+		// only report the client's TLS state (serve_tls.go).
+		grpc.Creds(tlsAwareCreds{}),
+		// The metrics interceptors come first, as in etcd, so that
+		// requests the guards refuse are counted too.
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	)
+	if cfg.KeepAliveMinTime > 0 {
+		opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepAliveMinTime, PermitWithoutStream: false}))
+	}
+	if cfg.KeepAliveInterval > 0 && cfg.KeepAliveTimeout > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepAliveInterval, Timeout: cfg.KeepAliveTimeout}))
+	}
+	return opts
+}
+
+// Serve accepts clients on l until Stop, as a --listen-client-urls
+// listener: gRPC over HTTP/2, and the JSON gateway plus /health, /version,
+// /metrics (and /debug/pprof/ if enabled) over HTTP/1.1, told apart by the
+// connection's first bytes as etcd does.
+func (s *ClientServer) Serve(l net.Listener) error {
+	return s.ServeKind(l, ServeGRPCAndHTTP)
+}
+
+// ServeKind accepts clients on l until Stop, serving what kind says.
+func (s *ClientServer) ServeKind(l net.Listener, kind ListenerKind) error {
+	m := cmux.New(l)
+	var grpcL, httpL net.Listener
+	if kind != ServeHTTPOnly {
+		grpcL = m.Match(cmux.HTTP2())
+	}
+	if kind != ServeGRPCOnly {
+		httpL = m.Match(cmux.HTTP1())
+	}
+	// Anything else (HTTP/2 on an HTTP-only listener, HTTP/1 on a
+	// gRPC-only one) is accepted and closed, as etcd's listeners do.
+	rest := m.Match(cmux.Any())
+
+	var httpSrv *http.Server
+	closeGW := func() {}
+	if httpL != nil {
+		target, creds := s.cfg.GatewayTarget, s.cfg.GatewayCreds
+		if target == "" {
+			target, creds = DialTarget(l.Addr()), nil
+		}
+		if creds == nil {
+			creds = insecure.NewCredentials()
+		}
+		h, closeFn, err := s.httpHandler(target, creds)
+		if err != nil {
+			return err
+		}
+		closeGW = closeFn
+		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: lockservice.ConnContext}
+	}
 	s.mu.Lock()
 	s.closers = append(s.closers, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = httpSrv.Shutdown(ctx)
+		if httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = httpSrv.Shutdown(ctx)
+		}
 		closeGW()
 		m.Close()
 	})
 	s.mu.Unlock()
 
-	errc := make(chan error, 3)
-	go func() { errc <- s.grpc.Serve(grpcL) }()
-	go func() { errc <- httpSrv.Serve(httpL) }()
+	errc := make(chan error, 4)
+	if grpcL != nil {
+		go func() { errc <- s.grpc.Serve(grpcL) }()
+	}
+	if httpL != nil {
+		go func() { errc <- httpSrv.Serve(httpL) }()
+	}
+	go func() { errc <- discard(rest) }()
 	go func() { errc <- m.Serve() }()
-	err = <-errc
+	err := <-errc
 	if errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -207,14 +285,67 @@ func (s *ClientServer) Stop(ctx context.Context) {
 	}
 }
 
+// discard closes every connection l accepts until l is closed.
+func discard(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+}
+
+// DialTarget is the gRPC target that reaches a listener's address.
+func DialTarget(a net.Addr) string {
+	if a.Network() == "unix" {
+		return "unix:" + a.String()
+	}
+	return "passthrough:///" + a.String()
+}
+
+// httpHandler is what an HTTP client listener serves: the endpoints, the
+// gateway unless disabled, behind etcd's host whitelist and CORS headers.
+func (s *ClientServer) httpHandler(target string, creds credentials.TransportCredentials) (http.Handler, func(), error) {
+	var gwmux *gw.ServeMux
+	closeGW := func() {}
+	if !s.cfg.DisableGateway {
+		var err error
+		if gwmux, closeGW, err = s.gateway(target, creds); err != nil {
+			return nil, nil, err
+		}
+	}
+	return newAccessController(s.httpMux(gwmux), s.cfg.CORS, s.cfg.HostWhitelist, s.log), closeGW, nil
+}
+
+// ServeMetrics serves a --listen-metrics-urls listener until Stop: plain
+// HTTP with /metrics, /health, /livez and /readyz only, as etcd does.
+func (s *ClientServer) ServeMetrics(l net.Listener) error {
+	mux := http.NewServeMux()
+	s.handleObservability(mux)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	s.mu.Lock()
+	s.closers = append(s.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	})
+	s.mu.Unlock()
+	if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
 // gateway builds etcd's JSON gateway (/v3/...), a grpc-gateway proxy that
-// dials this very listener with creds, with etcd's marshaling options.
-func (s *ClientServer) gateway(addr string, creds credentials.TransportCredentials) (*gw.ServeMux, func(), error) {
-	conn, err := grpc.NewClient("passthrough:///"+addr,
+// dials a gRPC listener of this server with creds, with etcd's marshaling
+// options.
+func (s *ClientServer) gateway(target string, creds credentials.TransportCredentials) (*gw.ServeMux, func(), error) {
+	conn, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("gateway: dial %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("gateway: dial %s: %w", target, err)
 	}
 	gwmux := gw.NewServeMux(gw.WithMarshalerOption(gw.MIMEWildcard, &gw.HTTPBodyMarshaler{
 		Marshaler: &gw.JSONPb{
@@ -243,19 +374,26 @@ func (s *ClientServer) gateway(addr string, creds credentials.TransportCredentia
 
 func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/v3/", gwmux)
+	if gwmux != nil {
+		mux.Handle("/v3/", gwmux)
+	}
 	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"etcdserver": EtcdServerVersion, "etcdcluster": EtcdClusterVersion})
 	})
 	mux.Handle(lockapi.PathPrefix, s.locks)
-	mux.HandleFunc("/health", s.serveHealth)
-	s.handleProbes(mux)
-	mux.Handle("/metrics", s.m.handler())
+	s.handleObservability(mux)
 	if s.cfg.EnablePprof {
 		registerPprof(mux)
 	}
 	return mux
+}
+
+// handleObservability adds /health, /livez, /readyz and /metrics.
+func (s *ClientServer) handleObservability(mux *http.ServeMux) {
+	mux.HandleFunc("/health", s.serveHealth)
+	s.handleProbes(mux)
+	mux.Handle("/metrics", s.m.handler())
 }
 
 // pprofPrefix is where etcd serves the runtime profiles.

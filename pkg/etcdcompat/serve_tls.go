@@ -38,11 +38,11 @@ func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config) error {
 	h2L := h2AckFilterListener{m.Match(cmux.HTTP2())}
 	httpL := m.Match(cmux.Any())
 
-	gwmux, closeGW, err := s.gateway(l.Addr().String(), credentials.NewTLS(gatewayTLS))
+	handler, closeGW, err := s.httpHandler(DialTarget(l.Addr()), credentials.NewTLS(gatewayTLS))
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: s.httpMux(gwmux), ReadHeaderTimeout: 30 * time.Second, Protocols: new(http.Protocols)}
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, Protocols: new(http.Protocols)}
 	// The connections are decrypted already: HTTP/2 arrives as if in
 	// cleartext, with prior knowledge.
 	httpSrv.Protocols.SetHTTP1(true)

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+
+	"google.golang.org/grpc/credentials"
+
+	"github.com/metastore-io/metastore/internal/tlsutil"
+	"github.com/metastore-io/metastore/pkg/etcdcompat"
+)
+
+// clientListeners are the client-facing sockets, bound before the member
+// starts so that a port conflict fails fast and early clients wait in the
+// backlog: --listen-client-urls (gRPC, plus HTTP unless
+// --listen-client-http-urls takes it), --listen-client-http-urls (HTTP
+// only) and --listen-metrics-urls (/metrics and health only). https and
+// unixs URLs are wrapped in the client TLS material, as etcd does.
+type clientListeners struct {
+	grpc    []boundURL
+	split   bool // --listen-client-http-urls given: grpc serve gRPC only
+	http    []boundURL
+	metrics []boundURL
+}
+
+// boundURL is a listener and the URL it was opened for.
+type boundURL struct {
+	l   net.Listener
+	url string
+}
+
+func (o *options) openClientListeners(client *tlsutil.Material, logger *slog.Logger) (clientListeners, error) {
+	var cl clientListeners
+	open := func(urls []string, into *[]boundURL, what string) error {
+		for _, u := range urls {
+			l, err := o.listen.listen(u)
+			if err != nil {
+				return fmt.Errorf("listen for %s on %s: %w", what, u, err)
+			}
+			*into = append(*into, boundURL{wrapListener(l, u, client, "client", logger), u})
+		}
+		return nil
+	}
+	err := open(splitURLs(o.listenClientURLs), &cl.grpc, "clients")
+	if err == nil {
+		err = open(uniqueStrings(o.listen.clientHTTPURLs), &cl.http, "client HTTP")
+	}
+	if err == nil {
+		err = open(uniqueStrings(o.listen.metricsURLs), &cl.metrics, "metrics")
+	}
+	if err != nil {
+		cl.close()
+		return clientListeners{}, err
+	}
+	cl.split = len(cl.http) > 0
+	return cl, nil
+}
+
+// gatewayTarget is where the JSON gateway dials when the HTTP endpoints
+// are served apart from gRPC; otherwise each listener dials itself.
+func (cl clientListeners) gatewayTarget() string {
+	if !cl.split || len(cl.grpc) == 0 {
+		return ""
+	}
+	return etcdcompat.DialTarget(cl.grpc[0].l.Addr())
+}
+
+// gatewayCreds are how the split gateway dials gatewayTarget: TLS when
+// that listener is https/unixs.
+func (cl clientListeners) gatewayCreds(client *tlsutil.Material) (credentials.TransportCredentials, error) {
+	if !cl.split || len(cl.grpc) == 0 || !isTLSURL(cl.grpc[0].url) {
+		return nil, nil
+	}
+	c, err := client.GatewayConfig()
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(c), nil
+}
+
+// serve hands every listener to the client server; the channel receives
+// each one's end. A TLS client URL serves gRPC and HTTP on the one TLS
+// connection, told apart per request.
+func (cl clientListeners) serve(clients *etcdcompat.ClientServer, client *tlsutil.Material, logger *slog.Logger) <-chan error {
+	errc := make(chan error, len(cl.grpc)+len(cl.http)+len(cl.metrics))
+	serve := func(b boundURL, kind etcdcompat.ListenerKind) {
+		if isTLSURL(b.url) {
+			gatewayTLS, err := client.GatewayConfig()
+			if err != nil {
+				errc <- fmt.Errorf("client TLS: %w", err)
+				return
+			}
+			logger.Info("serving client traffic securely", "address", b.l.Addr().String())
+			go func() { errc <- clients.ServeTLS(b.l, gatewayTLS) }()
+			return
+		}
+		logger.Info("serving client traffic insecurely; this is strongly discouraged!", "address", b.l.Addr().String(),
+			"grpc", kind != etcdcompat.ServeHTTPOnly, "http", kind != etcdcompat.ServeGRPCOnly)
+		go func() { errc <- clients.ServeKind(b.l, kind) }()
+	}
+	kind := etcdcompat.ServeGRPCAndHTTP
+	if cl.split {
+		kind = etcdcompat.ServeGRPCOnly
+	}
+	for _, b := range cl.grpc {
+		serve(b, kind)
+	}
+	for _, b := range cl.http {
+		serve(b, etcdcompat.ServeHTTPOnly)
+	}
+	for _, b := range cl.metrics {
+		logger.Info("serving metrics", "address", b.l.Addr().String())
+		go func(l net.Listener) { errc <- clients.ServeMetrics(l) }(b.l)
+	}
+	return errc
+}
+
+func (cl clientListeners) close() {
+	for _, bs := range [][]boundURL{cl.grpc, cl.http, cl.metrics} {
+		for _, b := range bs {
+			b.l.Close()
+		}
+	}
+}

@@ -59,7 +59,7 @@ var yamlSections = map[string]map[string]string{
 		"allowed-cn": "peer-cert-allowed-cn", "allowed-hostname": "peer-cert-allowed-hostname",
 		"skip-client-san-verification": "peer-skip-client-san-verification",
 	},
-	"socket-options": {"reuse-port": "socket-reuse-port", "reuse-address": "socket-reuse-address"},
+	"socket-options":   {"reuse-port": "socket-reuse-port", "reuse-address": "socket-reuse-address"},
 	"discovery-config": {"token": "discovery-token"},
 }
 

@@ -20,21 +20,21 @@ import (
 // refuses to start with a message that says so. A member that already has
 // its data directory ignores them, as etcd does on a restart.
 type discoveryFlags struct {
-	url              string
-	proxy            string
-	srv              string
-	srvName          string
-	token            string
-	endpoints        []string
-	dialTimeout      time.Duration
-	requestTimeout   time.Duration
-	keepAliveTime    time.Duration
-	keepAliveTimeout time.Duration
-	insecure         bool
-	skipTLSVerify    bool
+	url               string
+	proxy             string
+	srv               string
+	srvName           string
+	token             string
+	endpoints         []string
+	dialTimeout       time.Duration
+	requestTimeout    time.Duration
+	keepAliveTime     time.Duration
+	keepAliveTimeout  time.Duration
+	insecure          bool
+	skipTLSVerify     bool
 	cert, key, cacert string
-	user, password   string
-	fallback         string
+	user, password    string
+	fallback          string
 }
 
 func (o *options) registerDiscovery(fs *pflag.FlagSet) {

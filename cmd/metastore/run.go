@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
 
 	"github.com/metastore-io/metastore/internal/gcheadroom"
 	"github.com/metastore-io/metastore/internal/kvstore"

@@ -7,11 +7,15 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
+
+	"github.com/metastore-io/metastore/internal/membership"
 )
 
 // listenFlags are etcd's listener flags beyond the client and peer URLs.
@@ -38,7 +42,7 @@ func (o *options) registerListen(fs *pflag.FlagSet) {
 	fs.DurationVar(&l.keepAliveInterval, "grpc-keepalive-interval", 2*time.Hour, "Frequency duration of server-to-client ping to check if a connection is alive (0 to disable).")
 	fs.DurationVar(&l.keepAliveTimeout, "grpc-keepalive-timeout", 20*time.Second, "Additional duration of wait before closing a non-responsive connection (0 to disable).")
 	fs.BoolVar(&l.enableGateway, "enable-grpc-gateway", true, "Enable GRPC gateway.")
-	fs.StringSliceVar(&l.cors, "cors", []string{"*"}, "Comma-separated white list of origins for CORS, or cross-origin resource sharing, (empty or * means allow all)")
+	fs.Var(newURLListValue(&l.cors, []string{"*"}, "*"), "cors", "Comma-separated white list of origins for CORS, or cross-origin resource sharing, (empty or * means allow all)")
 	fs.StringSliceVar(&l.hostWhitelist, "host-whitelist", []string{"*"}, "Comma-separated acceptable hostnames from HTTP client requests, if server is not secure (empty means allow all).")
 	fs.BoolVar(&l.reusePort, "socket-reuse-port", false, "Enable to set socket option SO_REUSEPORT on listeners allowing rebinding of a port already in use.")
 	fs.BoolVar(&l.reuseAddress, "socket-reuse-address", false, "Enable to set socket option SO_REUSEADDR on listeners allowing binding to an address in TIME_WAIT state.")
@@ -54,14 +58,6 @@ func (l *listenFlags) validate() error {
 			if err := checkBindURL(raw); err != nil {
 				return fmt.Errorf("%s: %w", flag, err)
 			}
-		}
-	}
-	for _, raw := range uniqueStrings(l.cors) {
-		if raw == "*" {
-			continue
-		}
-		if _, err := url.Parse(raw); err != nil {
-			return fmt.Errorf("--cors: %w", err)
 		}
 	}
 	return nil
@@ -134,4 +130,36 @@ func (l *listenFlags) socketControl(_, _ string, c syscall.RawConn) error {
 		return err
 	}
 	return serr
+}
+
+// urlListValue is a comma-separated list of URLs checked as etcd checks
+// them (scheme, host:port, no path), except the listed exceptions ("*").
+type urlListValue struct {
+	v          *[]string
+	exceptions []string
+}
+
+func newURLListValue(p *[]string, def []string, exceptions ...string) *urlListValue {
+	*p = def
+	return &urlListValue{v: p, exceptions: exceptions}
+}
+
+func (u *urlListValue) String() string { return strings.Join(*u.v, ",") }
+func (u *urlListValue) Type() string   { return "urls" }
+
+func (u *urlListValue) Set(s string) error {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		if !slices.Contains(u.exceptions, e) {
+			if err := membership.ValidateURL(e); err != nil {
+				return err
+			}
+		}
+		out = append(out, e)
+	}
+	*u.v = out
+	return nil
 }

@@ -8,12 +8,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metastore-io/metastore/internal/logging"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
 // Version is MetaStore's own version, set at build time with
 // -ldflags "-X main.Version=...".
 var Version = "0.1.0-dev"
+
+// verifyError marks a configuration that parsed but that etcd's validation
+// refuses: logged as etcd logs it, exit status 1.
+type verifyError struct{ err error }
+
+func (e verifyError) Error() string { return e.err.Error() }
+func (e verifyError) Unwrap() error { return e.err }
 
 // usageError marks errors caused by the command line: they exit with 2.
 type usageError struct{ err error }
@@ -25,6 +33,15 @@ func main() {
 	cmd := newRootCommand()
 	cmd.SetArgs(normalizeArgs(cmd, os.Args[1:]))
 	if err := cmd.Execute(); err != nil {
+		var ve verifyError
+		if errors.As(err, &ve) {
+			// etcd logs a configuration it refuses, then exits 1.
+			if l, lerr := logging.New(logging.Config{Logger: "zap"}); lerr == nil {
+				l.Warn("failed to verify flags", "error", ve.err.Error())
+				l.Close()
+			}
+			os.Exit(1)
+		}
 		fmt.Fprintf(os.Stderr, "metastore: %v\n", err)
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -44,7 +61,7 @@ func newRootCommand() *cobra.Command {
 		// unknown command, the root having subcommands).
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("%q is not a valid flag", args[0])
+				return verifyError{fmt.Errorf("%q is not a valid flag", args[0])}
 			}
 			return nil
 		},
@@ -57,8 +74,7 @@ func newRootCommand() *cobra.Command {
 			}
 			fs, notes, err := resolveFlags(cmd.Flags(), opts)
 			if err != nil {
-				// etcd: "failed to verify flags", exit status 1.
-				return err
+				return verifyError{err}
 			}
 			return run(cmd.Context(), opts, fs, notes)
 		},
@@ -78,8 +94,12 @@ func newRootCommand() *cobra.Command {
 
 func printVersion(cmd *cobra.Command) {
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "MetaStore Version: %s\n", Version)
-	fmt.Fprintf(out, "etcd API Version: %s\n", etcdcompat.EtcdServerVersion)
+	// etcd's four lines first (scripts read "etcd Version"), the etcd
+	// version being the API MetaStore serves; the build in the Git SHA
+	// line; then MetaStore's own.
+	fmt.Fprintf(out, "etcd Version: %s\n", etcdcompat.EtcdServerVersion)
+	fmt.Fprintf(out, "Git SHA: metastore-%s\n", Version)
 	fmt.Fprintf(out, "Go Version: %s\n", runtime.Version())
 	fmt.Fprintf(out, "Go OS/Arch: %s/%s\n", runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(out, "MetaStore Version: %s\n", Version)
 }

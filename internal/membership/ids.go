@@ -88,13 +88,14 @@ func ValidateURL(raw string) error {
 	default:
 		return fmt.Errorf("URL scheme must be http, https, unix, or unixs: %s", raw)
 	}
+	// A unix URL names a socket file by host and path, as etcd reads it.
 	if u.Scheme == "http" || u.Scheme == "https" {
 		if u.Port() == "" {
 			return fmt.Errorf(`URL address does not have the form "host:port": %s`, raw)
 		}
-	}
-	if u.Path != "" && u.Path != "/" {
-		return fmt.Errorf("URL must not contain a path: %s", raw)
+		if u.Path != "" && u.Path != "/" {
+			return fmt.Errorf("URL must not contain a path: %s", raw)
+		}
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ import (
 // metrics URL: /health?exclude=NOSPACE&serializable=true, /livez, /readyz.
 func TestKubeadmCommandLine(t *testing.T) {
 	for name, extra := range map[string][]string{
-		"experimental": {"--experimental-initial-corrupt-check=true", "--experimental-watch-progress-notify-interval=5s"},
+		"experimental":  {"--experimental-initial-corrupt-check=true", "--experimental-watch-progress-notify-interval=5s"},
 		"feature-gates": {"--feature-gates=InitialCorruptCheck=true", "--watch-progress-notify-interval=5s"},
 	} {
 		t.Run(name, func(t *testing.T) {

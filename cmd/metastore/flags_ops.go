@@ -17,12 +17,11 @@ type opsFlags struct {
 	autoCompactionMode      string
 	autoCompactionRetention string
 
-	initialCorruptCheck     bool
-	corruptCheckTime        time.Duration
-	expCorruptCheckTime     time.Duration // --experimental-corrupt-check-time
-	compactHashCheck        bool          // --experimental-compact-hash-check-enabled
-	compactHashCheckTime    time.Duration
-	expCompactHashCheckTime time.Duration // --experimental-compact-hash-check-time
+	// The InitialCorruptCheck and CompactHashCheck switches are feature
+	// gates (featuregate.go, with their --experimental-* flags); the
+	// --experimental-*-time spellings are aliases (flags_deprecated.go).
+	corruptCheckTime     time.Duration
+	compactHashCheckTime time.Duration
 
 	walDir        string
 	maxSnapshots  uint
@@ -35,11 +34,7 @@ type opsFlags struct {
 func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.quotaBackendBytes, "quota-backend-bytes", 0, "Raise alarms when backend size exceeds the given quota. 0 means use the default quota.")
 	fs.StringVar(&o.autoCompactionRetention, "auto-compaction-retention", "0", "Auto compaction retention for mvcc key value store. 0 means disable auto compaction.")
-	fs.BoolVar(&o.initialCorruptCheck, "experimental-initial-corrupt-check", false, "Enable to check data corruption before serving any client/peer traffic.")
-	fs.DurationVar(&o.expCorruptCheckTime, "experimental-corrupt-check-time", 0, "Duration of time between cluster corruption check passes. Deprecated in v3.6 and will be decommissioned in v3.7. Use --corrupt-check-time instead")
 	fs.DurationVar(&o.corruptCheckTime, "corrupt-check-time", 0, "Duration of time between cluster corruption check passes.")
-	fs.BoolVar(&o.compactHashCheck, "experimental-compact-hash-check-enabled", false, "Enable leader to periodically check followers compaction hashes. Deprecated in v3.6 and will be decommissioned in v3.7. Use '--feature-gates=CompactHashCheck=true' instead")
-	fs.DurationVar(&o.expCompactHashCheckTime, "experimental-compact-hash-check-time", time.Minute, "Duration of time between leader checks followers compaction hashes. Deprecated in v3.6 and will be decommissioned in v3.7. Use --compact-hash-check-time instead.")
 	fs.DurationVar(&o.compactHashCheckTime, "compact-hash-check-time", time.Minute, "Duration of time between leader checks followers compaction hashes.")
 	fs.StringVar(&o.walDir, "wal-dir", "", "Path to the dedicated wal directory.")
 	fs.UintVar(&o.maxSnapshots, "max-snapshots", 5, "Maximum number of snapshot files to retain (0 is unlimited). Deprecated in v3.6 and will be decommissioned in v3.8.")
@@ -48,16 +43,6 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 }
 
 func (o *opsFlags) validate() error {
-	// A deprecated spelling counts when the new one keeps its default.
-	if o.corruptCheckTime == 0 {
-		o.corruptCheckTime = o.expCorruptCheckTime
-	}
-	if o.compactHashCheckTime == time.Minute {
-		o.compactHashCheckTime = o.expCompactHashCheckTime
-	}
-	if o.expCompactHashCheckTime <= 0 {
-		return fmt.Errorf("--experimental-compact-hash-check-time must be >0 (set to %v)", o.expCompactHashCheckTime)
-	}
 	if o.compactHashCheckTime <= 0 {
 		return fmt.Errorf("--compact-hash-check-time must be >0 (set to %v)", o.compactHashCheckTime)
 	}
@@ -75,8 +60,9 @@ func (o *opsFlags) validate() error {
 	return nil
 }
 
-// apply copies the flags into the member's configuration.
-func (o *opsFlags) apply(cfg *server.Config) {
+// apply copies the flags (and the corruption-check gates) into the
+// member's configuration.
+func (o *opsFlags) apply(cfg *server.Config, gates *featureGates) {
 	cfg.QuotaBackendBytes = o.quotaBackendBytes
 	cfg.AutoCompactionMode = o.autoCompactionMode
 	cfg.AutoCompactionRetention = o.retention
@@ -86,8 +72,8 @@ func (o *opsFlags) apply(cfg *server.Config) {
 		cfg.MaxSnapshotFiles = -1 // etcd: 0 is unlimited
 	}
 	cfg.UnsafeNoFsync = o.unsafeNoFsync
-	cfg.InitialCorruptCheck = o.initialCorruptCheck
+	cfg.InitialCorruptCheck = gates.Enabled("InitialCorruptCheck")
 	cfg.CorruptCheckTime = o.corruptCheckTime
-	cfg.CompactHashCheck = o.compactHashCheck
+	cfg.CompactHashCheck = gates.Enabled("CompactHashCheck")
 	cfg.CompactHashCheckTime = o.compactHashCheckTime
 }

@@ -129,7 +129,7 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 		Metrics:                     registry,
 		PeerTLS:                     peerClientTLS(certs.peer),
 	}
-	o.ops.apply(&cfg)
+	o.ops.apply(&cfg, &o.features)
 	srv, err := server.New(cfg)
 	if err != nil {
 		backend.Close()

@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/tlsutil"
 
 	"github.com/metastore-io/metastore/internal/testutil"
 )
@@ -241,6 +242,11 @@ func serve(t testing.TB, tr *Transport) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	scheme := "http"
+	if m, ok := tr.cfg.TLS.(*tlsutil.Material); ok {
+		// Peer TLS: the listener cmd/metastore puts on an https peer URL.
+		l, scheme = tlsutil.NewListener(l, m, tlsutil.ListenerConfig{Endpoint: "peer", CheckSAN: true, Logger: tr.cfg.Logger}), "https"
+	}
 	srv := &http.Server{Handler: tr.Handler()}
 	tr.ConfigureServer(srv)
 	done := make(chan struct{})
@@ -254,7 +260,7 @@ func serve(t testing.TB, tr *Transport) string {
 		srv.Close()
 		<-done
 	})
-	return "http://" + l.Addr().String()
+	return scheme + "://" + l.Addr().String()
 }
 
 func mustAddPeer(t testing.TB, tr *Transport, id uint64, urls ...string) {

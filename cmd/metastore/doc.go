@@ -11,4 +11,9 @@
 // METASTORE_<FLAG> (for example ETCD_NAME, METASTORE_DATA_DIR). A bad flag
 // prints one line and exits with status 2; SIGTERM or SIGINT stops the
 // member gracefully (in-flight requests drained, WAL closed cleanly).
+//
+// TLS (flags_tls.go) takes etcd's client and peer flags: every https://
+// listen URL is wrapped in a tlsutil listener (certificates re-read from
+// disk for new connections, CRL checked, refusals logged as etcd does),
+// and the member dials its peers with the peer certificates.
 package main

@@ -11,6 +11,20 @@
 // and maps errors to etcd's rpctypes statuses through one table
 // (errors.go). No state lives here.
 //
+// # Listeners
+//
+// Serve takes a plaintext listener and tells gRPC (HTTP/2) from the HTTP
+// endpoints (HTTP/1.1) by the connection's first bytes. ServeTLS takes a
+// listener whose connections finished their TLS handshake and passed the
+// certificate checks (internal/tlsutil); it tells them apart by the first
+// HTTP/2 request's content type, so gRPC keeps its own transport (etcd
+// routes TLS gRPC through grpc.Server.ServeHTTP, several times slower) and
+// an HTTP/2 client of /metrics or the gateway still reaches the HTTP
+// server (h2filter.go). Either way the gRPC server's credentials only
+// report the connection's TLS state, so a handler can read the client's
+// verified certificate from its peer's credentials.TLSInfo, as etcd's
+// authentication does.
+//
 // Its exported API names only its own types and etcd's public ones, so a
 // program outside MetaStore can serve etcd's API over its own Member
 // (member_external_test.go does).

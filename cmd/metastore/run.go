@@ -124,7 +124,7 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 		StrictReconfigCheck:         o.strictReconfigCheck,
 		MaxLearners:                 o.maxLearners,
 		Backend:                     backend,
-		Auth:                        o.auth.options(false),
+		Auth:                        o.auth.options(o.tls.client.ClientCertAuth),
 		Logger:                      logger,
 		Metrics:                     registry,
 		PeerTLS:                     peerClientTLS(certs.peer),

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -161,21 +162,18 @@ type Progress func(done, total int64)
 // and compaction point into b, an empty MetaStore backend, in batches of
 // about loadBatchBytes, and the active alarms. The member list (members,
 // members_removed and cluster) is not carried over: a restore builds a
-// new cluster, as etcdutl's does. Auth data is
-// refused while MetaStore cannot store it. On error b holds part of the
+// new cluster, as etcdutl's does. Users, roles and the auth switch and
+// revision are carried over, as etcdutl keeps them. On error b holds part of the
 // file and must be thrown away.
 func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logger) (Loaded, error) {
 	var ld Loaded
 	err := f.view(func(tx *bolt.Tx) error {
-		if err := refuseAuth(tx); err != nil {
-			return err
-		}
 		var err error
 		if ld.CompactRev, ld.ScheduledCompactRev, err = readCompaction(tx); err != nil {
 			return err
 		}
 		total := int64(0)
-		for _, name := range [][]byte{bucketKey, bucketLease, bucketAlarm} {
+		for _, name := range append([][]byte{bucketKey, bucketLease, bucketAlarm}, authBuckets...) {
 			if bk := tx.Bucket(name); bk != nil {
 				total += int64(bk.Stats().KeyN)
 			}
@@ -203,6 +201,11 @@ func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logge
 		}); err != nil {
 			return err
 		}
+		for _, name := range authBuckets {
+			if err := l.bucket(tx, name, importAuthRecord(name)); err != nil {
+				return err
+			}
+		}
 		if ld.Alarms > 0 {
 			// As etcdutl's restore, which keeps the alarm bucket: a
 			// NOSPACE alarm still holds writes until disarmed.
@@ -218,23 +221,22 @@ func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logge
 	return ld, err
 }
 
-// refuseAuth fails for a file whose etcd had auth enabled or users or
-// roles: MetaStore has no auth store yet, and a restore that dropped
-// them silently would open the data to everyone.
-func refuseAuth(tx *bolt.Tx) error {
-	if ab := tx.Bucket(bucketAuth); ab != nil {
-		if v := ab.Get(authEnabledKey); len(v) == 1 && v[0] == 1 {
-			return fmt.Errorf("the snapshot's etcd had authentication enabled, which this MetaStore cannot restore yet: disable it (etcdctl auth disable) before saving")
+// authBuckets are etcd's auth buckets, loaded into the auth bucket.
+var authBuckets = [][]byte{bucketAuth, bucketAuthUsers, bucketAuthRoles}
+
+// importAuthRecord converts one record of etcd's auth buckets; unknown
+// keys of the "auth" bucket are skipped.
+func importAuthRecord(bucket []byte) func(k, v []byte) (importedRecord, error) {
+	return func(k, v []byte) (importedRecord, error) {
+		key, value, ok, err := auth.FromEtcd(string(bucket), k, v)
+		if err != nil {
+			return importedRecord{}, fmt.Errorf("%w: %s/%q: %w", ErrCorrupt, bucket, k, err)
 		}
-	}
-	for _, name := range [][]byte{bucketAuthUsers, bucketAuthRoles} {
-		if bk := tx.Bucket(name); bk != nil {
-			if k, _ := bk.Cursor().First(); k != nil {
-				return fmt.Errorf("the snapshot holds etcd users or roles (bucket %s), which this MetaStore cannot restore yet", name)
-			}
+		if !ok {
+			return importedRecord{skip: true}, nil
 		}
+		return importedRecord{key: append([]byte{kvstore.BucketAuth}, key...), value: value}, nil
 	}
-	return nil
 }
 
 // readCompaction reads etcd's finished and scheduled compaction.

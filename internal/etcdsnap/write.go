@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lease"
 	"github.com/metastore-io/metastore/internal/membership"
@@ -189,11 +190,13 @@ func (w *writer) record(k, v []byte) error {
 		// nothing like it and a restored member starts a new log.
 		return nil
 	case kvstore.BucketAuth:
-		// The auth store writes this bucket; its records go to etcd's
-		// auth, authUsers and authRoles buckets once that mapping is
-		// written. Until then a store holding auth data is refused, not
-		// saved without it.
-		return fmt.Errorf("the store holds auth data, which this version cannot write in etcd's format yet")
+		// Users, roles, the auth switch and revision go to etcd's auth,
+		// authUsers and authRoles buckets, values unchanged.
+		bucket, key, value, err := auth.ToEtcd(k[1:], v)
+		if err != nil {
+			return err
+		}
+		return w.put([]byte(bucket), key, value)
 	}
 	return fmt.Errorf("backend key %x: unknown bucket %q", k, k[0])
 }

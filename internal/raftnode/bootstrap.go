@@ -226,6 +226,9 @@ func (n *Node) restart(rec *wal.Recovered) error {
 	n.appliedWaits.advance(applied)
 	n.commitIndex.Store(hs.Commit)
 	n.term.Store(hs.Term)
+	if o, ok := n.sm.(RecoveredCommitObserver); ok {
+		o.RecoveredCommit(hs.Commit)
+	}
 
 	rc := n.raftConfig()
 	rc.Applied = snap.Index

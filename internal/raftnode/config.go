@@ -231,3 +231,12 @@ func (c Config) withDefaults() (Config, error) {
 func (c Config) readIndexRetry() time.Duration {
 	return c.TickInterval * time.Duration(c.ElectionTicks) / 2
 }
+
+// RecoveredCommitObserver is an optional interface of a StateMachine: a
+// restarting node tells it, before any entry is applied, the commit index
+// its WAL recorded. Entries up to it were committed before the restart and
+// are replayed now; state that lived only in the previous process's memory
+// (an auth simple token) must not be recreated by the replay.
+type RecoveredCommitObserver interface {
+	RecoveredCommit(index uint64)
+}

@@ -47,6 +47,9 @@ type applier struct {
 	// raiseNoSpace is set when an entry of the batch exceeded the quota
 	// and this member has no NOSPACE alarm yet (quota.go).
 	raiseNoSpace bool
+	// replayedUpTo is the commit index the WAL recorded at a restart:
+	// entries up to it are replays (apply_auth.go).
+	replayedUpTo uint64
 }
 
 func newApplier(s *Server) *applier { return &applier{s: s} }

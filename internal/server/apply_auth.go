@@ -4,6 +4,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/auth"
+	"github.com/metastore-io/metastore/internal/raftnode"
 )
 
 // The state machine's side of authorisation (etcd's authApplierV3). The
@@ -58,6 +59,11 @@ func (a *applier) authorize(req *pb.InternalRaftRequest, ai *auth.AuthInfo) erro
 	return nil
 }
 
+var _ raftnode.RecoveredCommitObserver = (*applier)(nil)
+
+// RecoveredCommit records where the replay of a restart ends.
+func (a *applier) RecoveredCommit(index uint64) { a.replayedUpTo = index }
+
 // isAuthRequest reports whether req is one of the Auth service's.
 func isAuthRequest(r *pb.InternalRaftRequest) bool {
 	return needAdminPermission(r) || r.Authenticate != nil || r.AuthUserGet != nil || r.AuthRoleGet != nil
@@ -80,6 +86,11 @@ func (a *applier) applyAuth(req *pb.InternalRaftRequest, index uint64) applyResu
 	case req.AuthStatus != nil:
 		enabled, rev := as.AuthStatus()
 		resp = &pb.AuthStatusResponse{Header: hdr, Enabled: enabled, AuthRevision: rev}
+	case req.Authenticate != nil && index <= a.replayedUpTo:
+		// A replay after a restart: the token was issued by the previous
+		// process and, like etcd's, dies with it. Nobody waits for this
+		// answer.
+		resp = &pb.AuthenticateResponse{Header: hdr}
 	case req.Authenticate != nil:
 		var token string
 		token, err = as.ApplyAuthenticate(req.Authenticate.Name, req.Authenticate.SimpleToken, index)

@@ -171,10 +171,13 @@ func (g leaderGuard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo
 	if g.srv.IsLearner() && !supportedForLearner(req) {
 		return nil, rpctypes.ErrGRPCNotSupportedForLearner
 	}
-	if err := g.countRequest(ctx, false); err != nil {
+	// One copy of the metadata serves both checks (each
+	// FromIncomingContext copies it).
+	md, hasMD := metadata.FromIncomingContext(ctx)
+	if err := g.countRequest(md, hasMD, false); err != nil {
 		return nil, err
 	}
-	if requiresLeader(ctx) && g.srv.Leader() == 0 {
+	if requiresLeader(md) && g.srv.Leader() == 0 {
 		return nil, rpctypes.ErrGRPCNoLeader
 	}
 	return handler(ctx, req)
@@ -184,10 +187,11 @@ func (g leaderGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if g.srv.IsLearner() && info.FullMethod != "/etcdserverpb.Maintenance/Snapshot" {
 		return rpctypes.ErrGRPCNotSupportedForLearner
 	}
-	if err := g.countRequest(ss.Context(), true); err != nil {
+	md, hasMD := metadata.FromIncomingContext(ss.Context())
+	if err := g.countRequest(md, hasMD, true); err != nil {
 		return err
 	}
-	if !requiresLeader(ss.Context()) {
+	if !requiresLeader(md) {
 		return handler(srv, ss)
 	}
 	if g.srv.Leader() == 0 {
@@ -201,12 +205,8 @@ func (g leaderGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 
 // countRequest counts a request that carries gRPC metadata (every real
 // one does), as etcd's interceptors do.
-func (g leaderGuard) countRequest(ctx context.Context, stream bool) error {
-	if g.metrics == nil {
-		return nil
-	}
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
+func (g leaderGuard) countRequest(md metadata.MD, hasMD, stream bool) error {
+	if g.metrics == nil || !hasMD {
 		return nil
 	}
 	return g.metrics.countRequest(md, stream)
@@ -235,11 +235,7 @@ func (g leaderGuard) watchLeader(ctx *causeContext) {
 	}
 }
 
-func requiresLeader(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return false
-	}
+func requiresLeader(md metadata.MD) bool {
 	vs := md[rpctypes.MetadataRequireLeaderKey]
 	return len(vs) > 0 && vs[0] == rpctypes.MetadataHasLeader
 }

@@ -227,9 +227,12 @@ func (m *clientMetrics) handler() http.Handler {
 // counting codec and the grpc-ecosystem interceptors (first in the chain,
 // as in etcd, so that refused requests are counted too).
 func (m *clientMetrics) serverOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.ForceServerCodecV2(countingCodec{inner: encoding.GetCodecV2(proto.Name), m: m}),
-	}
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(m.serverCodec())}
+}
+
+// serverCodec is gRPC's proto codec, counting bytes.
+func (m *clientMetrics) serverCodec() encoding.CodecV2 {
+	return countingCodec{inner: encoding.GetCodecV2(proto.Name), m: m}
 }
 
 // countingCodec is gRPC's proto codec counting the bytes of every message

@@ -61,6 +61,7 @@ Maintenance.Hash reports.`,
 
 // restoreFlags are etcdutl's restore flags that the serve options lack.
 type restoreFlags struct {
+	walDir          string
 	skipHashCheck   bool
 	revisionBump    uint64
 	markCompacted   bool
@@ -109,6 +110,7 @@ terminal and logged every few seconds otherwise.`,
 	fs.StringVar(&o.initialClusterToken, "initial-cluster-token", "etcd-cluster", "Initial cluster token for the cluster during restore bootstrap.")
 	fs.StringVar(&o.initialAdvertisePeerURLs, "initial-advertise-peer-urls", "http://localhost:2380", "List of this member's peer URLs to advertise to the rest of the cluster.")
 	fs.StringVar(&o.storageEngine, "storage-engine", "memory", "Storage engine the member will run: memory or rocksdb.")
+	fs.StringVar(&r.walDir, "wal-dir", "", "Path to the WAL directory (use --data-dir if none given)")
 	fs.BoolVar(&r.skipHashCheck, "skip-hash-check", false, "Ignore snapshot integrity hash value (required if copied from data directory)")
 	fs.Uint64Var(&r.revisionBump, "bump-revision", 0, "How much to increase the latest revision after restore")
 	fs.BoolVar(&r.markCompacted, "mark-compacted", false, "Mark the latest revision after restore as the point of scheduled compaction (required if --bump-revision > 0, disallowed otherwise)")

@@ -71,10 +71,17 @@ func ReadIdentityAt(dataDir, dedicatedWALDir string, logger *slog.Logger) (id Id
 // hold a log yet. If img persists in place its engine is made durable
 // first, so the state machine holds what the snapshot describes.
 func Seed(dataDir string, id Identity, meta raftpb.SnapshotMetadata, img Image, logger *slog.Logger) error {
+	return SeedAt(dataDir, "", id, meta, img, logger)
+}
+
+// SeedAt is Seed with the log in a dedicated directory (Config.WALDir,
+// etcdutl's restore --wal-dir; "" for the default under dataDir).
+func SeedAt(dataDir, dedicatedWALDir string, id Identity, meta raftpb.SnapshotMetadata, img Image, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	exists, err := wal.Exists(walDir(dataDir))
+	logDir := walDirOf(dataDir, dedicatedWALDir)
+	exists, err := wal.Exists(logDir)
 	if err != nil {
 		return fmt.Errorf("raftnode: seed: %w", err)
 	}
@@ -93,7 +100,7 @@ func Seed(dataDir string, id Identity, meta raftpb.SnapshotMetadata, img Image, 
 	if _, err := snaps.Save(meta, img); err != nil {
 		return fmt.Errorf("raftnode: seed: save snapshot %d: %w", meta.Index, err)
 	}
-	w, err := wal.Create(walDir(dataDir), wal.Metadata{MemberID: id.MemberID, ClusterID: id.ClusterID}, wal.Options{Logger: logger})
+	w, err := wal.Create(logDir, wal.Metadata{MemberID: id.MemberID, ClusterID: id.ClusterID}, wal.Options{Logger: logger})
 	if err != nil {
 		return fmt.Errorf("raftnode: seed: create WAL: %w", err)
 	}

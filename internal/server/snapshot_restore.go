@@ -40,6 +40,10 @@ type RestoreConfig struct {
 	InitialCluster      []membership.InitialMember
 	InitialClusterToken string
 	PeerURLs            []string
+	// WALDir, if set, receives the Raft log instead of the data dir, as
+	// etcdutl's --wal-dir; the member is then started with the same
+	// --wal-dir. It must not exist.
+	WALDir string
 	// SkipHashCheck accepts an etcd snapshot without a digest (a db
 	// file copied from a data dir) or with a wrong one, as etcdutl's
 	// --skip-hash-check. MetaStore's own format is always verified.
@@ -91,6 +95,12 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 	if err := checkEmptyDir(cfg.DataDir); err != nil {
 		return err
 	}
+	if cfg.WALDir != "" {
+		// etcdutl's refusal: a restore never writes into a log.
+		if _, err := os.Stat(cfg.WALDir); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("restore snapshot: wal-dir %q exists", cfg.WALDir)
+		}
+	}
 	who, err := newClusterIdentity(Config{
 		Name:                cfg.Name,
 		InitialCluster:      cfg.InitialCluster,
@@ -122,9 +132,15 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 	}
 	done := false
 	defer func() {
-		if !done {
-			if err := os.RemoveAll(staging); err != nil {
-				cfg.Logger.Warn("could not remove the unfinished data dir", "dir", staging, "error", err)
+		if done {
+			return
+		}
+		for _, dir := range []string{staging, cfg.WALDir} {
+			if dir == "" {
+				continue
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				cfg.Logger.Warn("could not remove an unfinished directory of the restore", "dir", dir, "error", err)
 			}
 		}
 	}()
@@ -255,7 +271,7 @@ func buildDataDir(cfg RestoreConfig, dir string, src *snapshotSource, who identi
 	if err := kv.Commit(); err != nil {
 		return 0, fmt.Errorf("commit the new member list: %w", err)
 	}
-	if err := saveRaftSnapshot(kv, memberDir, meta, who, cfg.Logger); err != nil {
+	if err := saveRaftSnapshot(kv, memberDir, cfg.WALDir, meta, who, cfg.Logger); err != nil {
 		return 0, err
 	}
 	if err := fileutil.SyncDir(memberDir); err != nil {
@@ -313,8 +329,8 @@ func resetMembers(kv *kvstore.Store, who identity) error {
 // saveRaftSnapshot makes the store's state the member's Raft snapshot at
 // meta (raftnode.Seed): the snapshot file in the engine's own image
 // format, and a log that records it as installed.
-func saveRaftSnapshot(kv *kvstore.Store, memberDir string, meta raftpb.SnapshotMetadata, who identity, logger *slog.Logger) error {
+func saveRaftSnapshot(kv *kvstore.Store, memberDir, walDir string, meta raftpb.SnapshotMetadata, who identity, logger *slog.Logger) error {
 	view := kv.SnapshotView()
 	defer view.Release()
-	return raftnode.Seed(memberDir, raftnode.Identity{MemberID: who.memberID, ClusterID: who.clusterID}, meta, view, logger)
+	return raftnode.SeedAt(memberDir, walDir, raftnode.Identity{MemberID: who.memberID, ClusterID: who.clusterID}, meta, view, logger)
 }

@@ -394,3 +394,44 @@ func TestRestoreOfMetaStoresOldFormat(t *testing.T) {
 		t.Fatalf("restored member at revision %d, want %d", s.Rev(), rev)
 	}
 }
+
+// TestRestoreWithADedicatedWALDir is etcdutl's --wal-dir: the log goes
+// to its own directory, which must not exist yet, and the member started
+// with the same WALDir restarts from the snapshot.
+func TestRestoreWithADedicatedWALDir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	src := startServer(t, testConfig(t, t.TempDir()))
+	for i := range 5 {
+		mustPut(t, src, ctx, fmt.Sprintf("key/%d", i), 0)
+	}
+	rev := src.Rev()
+	path := saveSnapshot(t, ctx, src)
+	src.Stop()
+
+	cfg := restoredConfig(t, filepath.Join(t.TempDir(), "restored"))
+	cfg.WALDir = filepath.Join(t.TempDir(), "wal")
+	rc := restoreConfigFor(cfg, path, openMemory)
+	rc.WALDir = cfg.WALDir
+	if err := os.Mkdir(rc.WALDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := RestoreSnapshot(rc); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("restore into an existing wal-dir: %v", err)
+	}
+	if err := os.Remove(rc.WALDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := RestoreSnapshot(rc); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(rc.WALDir); err != nil || len(entries) == 0 {
+		t.Fatalf("wal-dir holds %v (%v), want the log", entries, err)
+	}
+	cfg.Backend = memory.New()
+	s := startServer(t, cfg)
+	defer s.Stop()
+	if s.Rev() != rev {
+		t.Fatalf("restored member at revision %d, want %d", s.Rev(), rev)
+	}
+}

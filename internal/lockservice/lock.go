@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -26,6 +27,9 @@ type contender struct {
 	lease  clientv3.LeaseID
 	place  queue.Place
 	creds  context.Context // the caller's credentials, without its cancellation
+	ttl    time.Duration   // the lease's granted TTL
+
+	renewedAt atomic.Int64 // unix nanoseconds of the grant or last renewal
 
 	stopKeepAlive  context.CancelFunc
 	keepAliveEnded chan struct{} // closed when the lease stops being renewed
@@ -114,30 +118,69 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	renewCtx, stop := context.WithCancel(context.Background())
-	renewals, err := s.client.KeepAlive(renewCtx, grant.ID)
-	if err != nil {
-		stop()
-		s.revoke(ctx, grant.ID)
-		return nil, fmt.Errorf("keep lease alive: %w", err)
-	}
 	prefix := s.queuePrefix(req.Type, req.ResourceID)
+	creds := context.WithoutCancel(ctx)
+	renewCtx, stop := context.WithCancel(creds)
 	c := &contender{
 		s: s, name: req.Type + ":" + req.ResourceID, node: req.NodeID,
-		prefix: prefix, key: nodeKey(prefix, req.NodeID), lease: grant.ID, creds: context.WithoutCancel(ctx),
-		stopKeepAlive: stop, keepAliveEnded: make(chan struct{}),
+		prefix: prefix, key: nodeKey(prefix, req.NodeID), lease: grant.ID, creds: creds,
+		ttl: time.Duration(grant.TTL) * time.Second, stopKeepAlive: stop, keepAliveEnded: make(chan struct{}),
 	}
-	go func() {
-		for range renewals {
-		}
-		close(c.keepAliveEnded)
-	}()
+	c.renewedAt.Store(time.Now().UnixNano())
+	go c.renew(renewCtx)
 	c.place, err = queue.Claim(ctx, s.client, prefix, c.key, req.NodeID, grant.ID)
 	if err != nil {
 		c.leave()
 		return nil, fmt.Errorf("claim a place: %w", err)
 	}
 	return c, nil
+}
+
+// renew keeps the lease alive every third of its TTL until ctx ends. Each
+// renewal is its own call carrying the caller's credentials (clientv3's
+// shared keep-alive stream carries none, and with authentication on the
+// member wants them). It closes keepAliveEnded when it stops: the lease is
+// gone, or could not be renewed for a whole TTL, or the request ended.
+func (c *contender) renew(ctx context.Context) {
+	defer close(c.keepAliveEnded)
+	every := c.ttl / 3
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		callCtx, cancel := context.WithTimeout(ctx, every)
+		resp, err := c.s.client.KeepAliveOnce(callCtx, c.lease)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && resp.TTL > 0:
+			c.renewedAt.Store(time.Now().UnixNano())
+		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return // expired or revoked
+		case time.Since(c.renewed()) >= c.ttl:
+			c.s.log.Warn("lock lease not renewed for a whole TTL", "lock", c.name, "node", c.node, "error", err)
+			return
+		}
+	}
+}
+
+func (c *contender) renewed() time.Time { return time.Unix(0, c.renewedAt.Load()) }
+
+// renewing reports whether the lease is being renewed on schedule: the
+// renewal loop runs and the last renewal is under half a TTL old (it
+// renews every third).
+func (c *contender) renewing() bool {
+	select {
+	case <-c.keepAliveEnded:
+		return false
+	default:
+		return time.Since(c.renewed()) < c.ttl/2
+	}
 }
 
 // leave stops renewing and revokes the lease, which deletes the key unless
@@ -172,19 +215,15 @@ func (c *contender) brokenStream(err error) ending {
 }
 
 // gone is the ending of a key deleted or taken over. A held key that is
-// deleted while its lease is still being renewed was released (by
-// /unlock, on any member); one whose renewal already ended was lost.
+// deleted while its lease is renewed on schedule was released (by
+// /unlock, on any member); otherwise its lease expired and it was lost.
 func (c *contender) gone(cause string, held bool) ending {
 	if cause == lockapi.StatusSuperseded {
 		return ending{reasonSuperseded, lockapi.Event{Status: lockapi.StatusSuperseded,
 			Error: "a newer request of the same node holds this place"}}
 	}
-	select {
-	case <-c.keepAliveEnded:
-	default:
-		if held {
-			return ending{reasonUnlock, lockapi.Event{Status: lockapi.StatusReleased, Token: c.place.Rev}}
-		}
+	if held && c.renewing() {
+		return ending{reasonUnlock, lockapi.Event{Status: lockapi.StatusReleased, Token: c.place.Rev}}
 	}
 	return c.lost()
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -209,12 +210,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // statusOf maps an error of the in-process client to an HTTP status: the
-// cluster being unable to serve (no leader, timeouts, stopping) is 503.
+// cluster being unable to serve (no leader, timeouts, stopping) is 503, a
+// missing or bad token 401, a permission the caller lacks 403. clientv3
+// hands server errors back as rpctypes.EtcdError, which carries the gRPC
+// code.
 func statusOf(err error) int {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusServiceUnavailable
 	}
-	switch status.Code(err) {
+	if errors.Is(err, rpctypes.ErrUserEmpty) {
+		return http.StatusUnauthorized
+	}
+	code := status.Code(err)
+	var etcdErr rpctypes.EtcdError
+	if errors.As(err, &etcdErr) {
+		code = etcdErr.Code()
+	}
+	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
 		return http.StatusServiceUnavailable
 	case codes.InvalidArgument, codes.OutOfRange:

@@ -2,10 +2,13 @@ package lockservice
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -24,9 +27,25 @@ func TestCredentialsReachTheMember(t *testing.T) {
 	}
 }
 
-// TestStatusOf maps the member's errors to HTTP statuses.
+// TestStatusOf maps the member's errors, as clientv3 returns them, to
+// HTTP statuses.
 func TestStatusOf(t *testing.T) {
-	if got := statusOf(context.DeadlineExceeded); got != http.StatusServiceUnavailable {
-		t.Fatalf("deadline: %d", got)
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{context.DeadlineExceeded, http.StatusServiceUnavailable},
+		{rpctypes.ErrNoLeader, http.StatusServiceUnavailable},
+		{rpctypes.ErrGRPCNoLeader, http.StatusServiceUnavailable},
+		{rpctypes.ErrTimeout, http.StatusServiceUnavailable},
+		{rpctypes.ErrUserEmpty, http.StatusUnauthorized},
+		{rpctypes.ErrInvalidAuthToken, http.StatusUnauthorized},
+		{rpctypes.ErrPermissionDenied, http.StatusForbidden},
+		{rpctypes.ErrKeyNotFound, http.StatusBadRequest},
+		{errors.New("boom"), http.StatusInternalServerError},
+	} {
+		if got := statusOf(fmt.Errorf("wrapped: %w", c.err)); got != c.want {
+			t.Errorf("statusOf(%v) = %d, want %d", c.err, got, c.want)
+		}
 	}
 }

@@ -47,6 +47,10 @@ const (
 	h2Through
 )
 
+// NetConn is the connection underneath, for code that looks for the TCP
+// connection under its wrappers (lockservice's TCP_USER_TIMEOUT).
+func (c *h2AckFilter) NetConn() net.Conn { return c.Conn }
+
 func (c *h2AckFilter) Read(p []byte) (int, error) {
 	for len(c.pending) == 0 {
 		switch c.state {

@@ -11,6 +11,8 @@ import (
 	"github.com/soheilhy/cmux"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/metastore-io/metastore/internal/lockservice"
 )
 
 // ServeTLS accepts clients on a TLS listener (an https:// client URL)
@@ -42,7 +44,8 @@ func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, Protocols: new(http.Protocols)}
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, Protocols: new(http.Protocols),
+		ConnContext: lockservice.ConnContext}
 	// The connections are decrypted already: HTTP/2 arrives as if in
 	// cleartext, with prior knowledge.
 	httpSrv.Protocols.SetHTTP1(true)

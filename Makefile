@@ -28,11 +28,12 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-linearizability-rocksdb fuzz bench bench-cluster lint clean
+.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-linearizability-rocksdb fuzz bench bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
 	@echo "make build          build $(METASTORE)"
+	@echo "make build-faults   build $(BIN_DIR)/metastore-faults (with the disk-fault seam, for test/faults)"
 	@echo "make tools          build the reference etcd, etcdctl, etcdutl and benchmark (and etcd 3.5) into $(REF_DIR)/"
 	@echo "make run            deps + build, then run one member on 127.0.0.1:2379 (data in $(RUN_DATA_DIR))"
 	@echo "make test           deps + build + tools, then unit tests (-race) and the e2e suite"
@@ -52,6 +53,10 @@ deps:
 
 build:
 	$(GO) build -o $(METASTORE) ./cmd/metastore
+
+# MetaStore with the disk-fault seam (internal/diskfault), for test/faults.
+build-faults:
+	$(GO) build -tags faultinject -o $(BIN_DIR)/metastore-faults ./cmd/metastore
 
 tools: $(REF_BINARIES)
 
@@ -85,7 +90,7 @@ run: deps build
 		--listen-peer-urls=http://127.0.0.1:2380 --initial-advertise-peer-urls=http://127.0.0.1:2380 \
 		--initial-cluster=default=http://127.0.0.1:2380 $(RUN_FLAGS)
 
-test: deps build tools
+test: deps build build-faults tools
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory test-e2e-rocksdb

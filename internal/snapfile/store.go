@@ -17,6 +17,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/diskfault"
 	"github.com/metastore-io/metastore/internal/fileutil"
 )
 
@@ -196,6 +197,9 @@ func writeFile(path string, meta *raftpb.SnapshotMetadata, image io.WriterTo, no
 	st := SaveStats{Bytes: imageLen, Write: time.Since(start)}
 	syncStart := time.Now()
 	if !noSync {
+		if err := diskfault.BeforeSync(path); err != nil {
+			return fail(err)
+		}
 		if err := f.Sync(); err != nil {
 			return fail(fmt.Errorf("sync snapshot %s: %w", path, err))
 		}

@@ -5,11 +5,16 @@ package wal
 import (
 	"fmt"
 	"os"
+
+	"github.com/metastore-io/metastore/internal/diskfault"
 )
 
 // SyncData is the default Options.SyncFile: a full fsync where fdatasync is
 // not available.
 func SyncData(f *os.File) error {
+	if err := diskfault.BeforeSync(f.Name()); err != nil {
+		return err
+	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", f.Name(), err)
 	}

@@ -6,6 +6,10 @@
 // member either keeps serving or stops with a message that names the
 // cause.
 //
+// Faults inside the disk (an fsync that fails or stalls) come from
+// bin/metastore-faults, MetaStore built with the internal/diskfault seam
+// (make build-faults); those tests run against MetaStore only.
+//
 // Like the e2e suite the tests run against E2E_TARGET (metastore or etcd)
 // with E2E_EXTRA_FLAGS appended, so every expectation is checked against
 // a real etcd 3.6 too. Tests that need root (to mount a small tmpfs) skip

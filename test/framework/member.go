@@ -56,6 +56,7 @@ type Member struct {
 	creds          login // login.go
 
 	mu     sync.Mutex
+	env    []string       // extra environment of the next runs (SetEnv)
 	proc   *serverProcess // nil before the first Start; the last run after exit
 	starts int
 }
@@ -160,6 +161,14 @@ func (m *Member) SetArgs(args []string) {
 	m.args = append([]string(nil), args...)
 }
 
+// SetEnv sets extra environment variables (KEY=value) for the member's
+// next runs; nil clears them.
+func (m *Member) SetEnv(env []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.env = append([]string(nil), env...)
+}
+
 // Start launches the server process without waiting for it to be ready.
 func (m *Member) Start() error {
 	m.mu.Lock()
@@ -177,7 +186,7 @@ func (m *Member) Start() error {
 	m.starts++
 	fmt.Fprintf(logFile, "=== e2e: run #%d of member %s at %s: %s %s\n",
 		m.starts, m.name, time.Now().Format(time.RFC3339Nano), m.binary, strings.Join(m.args, " "))
-	proc, err := startProcess(m.binary, m.args, logFile)
+	proc, err := startProcess(m.binary, m.args, m.env, logFile)
 	if err != nil {
 		return fmt.Errorf("start member %s: %w", m.name, err)
 	}

@@ -41,12 +41,12 @@ type serverProcess struct {
 
 // startProcess starts binary with args, appending its stdout and stderr to
 // logFile. The child inherits the environment minus ETCD_* and ETCDCTL_*
-// variables, which etcd would otherwise read as flags.
-func startProcess(binary string, args []string, logFile *os.File) (*serverProcess, error) {
+// variables, which etcd would otherwise read as flags, plus env.
+func startProcess(binary string, args, env []string, logFile *os.File) (*serverProcess, error) {
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Env = ProcessEnv()
+	cmd.Env = append(ProcessEnv(), env...)
 	// If the test binary dies (panic, -timeout) the kernel kills the server
 	// too, instead of leaving it bound to its ports.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -83,7 +83,8 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 	}
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		o.features.metrics())
 
 	// Bind the client and peer listeners before starting the member, so a
 	// port conflict fails fast, and clients and peers queue in the backlog

@@ -143,6 +143,9 @@ func newServerMetrics(s *Server, reg prometheus.Registerer) (*serverMetrics, err
 		constGauge(opts("id", "Server or member ID in hexadecimal format. 1 for 'server_id' label with current ID."),
 			"server_id", fmt.Sprintf("%x", s.id)),
 		newKnownPeersCollector(s),
+		// s.auth is set later in New, before anything can scrape.
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "etcd_debugging", Subsystem: "auth", Name: "revision",
+			Help: "The current revision of auth store."}, func() float64 { return float64(s.auth.Revision()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "os", Subsystem: "fd", Name: "used",
 			Help: "The number of used file descriptors."}, fdUsed),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "os", Subsystem: "fd", Name: "limit",

@@ -14,10 +14,6 @@ import (
 // Every other etcd family must be served by MetaStore, with etcd's type
 // and label names.
 var etcdMetricsMetaStoreLacks = map[string]string{
-	// etcd's auth store revision; MetaStore serves no Auth service.
-	"etcd_debugging_auth_revision": "no auth store",
-	// etcd's --feature-gates; this MetaStore build takes no feature gates.
-	"etcd_server_feature_enabled": "no feature gates",
 	// bbolt's commit phases. MetaStore's engines (an in-memory B-tree,
 	// RocksDB) commit a batch in one step, timed as
 	// etcd_disk_backend_commit_duration_seconds.

@@ -188,6 +188,14 @@ func (n *Node) restart(rec *wal.Recovered) error {
 	// Whatever the state machine applied was committed, even if the
 	// commit index recording it was not synced.
 	hs.Commit = max(hs.Commit, applied)
+	if n.cfg.ForceNewCluster {
+		if ents, hs, err = n.forceNewCluster(snap, ents, hs); err != nil {
+			return err
+		}
+		if len(ents) > 0 {
+			lastIndex = ents[len(ents)-1].Index
+		}
+	}
 
 	if snap.Index > 0 {
 		if err := n.storage.ApplySnapshot(raftpb.Snapshot{Metadata: snap}); err != nil {

@@ -134,6 +134,9 @@ type Config struct {
 	// MaxSnapshotFiles is how many snapshot files are kept (etcd's
 	// --max-snapshots): 0 snapfile's default of 5, negative unlimited.
 	MaxSnapshotFiles int
+	// ForceNewCluster, on a restart, makes this member a one-member
+	// cluster with its data (etcd's --force-new-cluster, force.go).
+	ForceNewCluster bool
 	// UnsafeNoFsync skips every fsync of the WAL and snapshot files
 	// (etcd's --unsafe-no-fsync): a crash loses acknowledged writes.
 	// For tests only.

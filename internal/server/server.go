@@ -85,6 +85,10 @@ type Config struct {
 	WALDir           string
 	MaxSnapshotFiles int
 	UnsafeNoFsync    bool
+	// ForceNewCluster is --force-new-cluster: on a restart, the other
+	// members are removed through conf changes committed locally, and
+	// this member goes on alone with its data.
+	ForceNewCluster bool
 
 	// Backend is the storage engine, opened by the caller; the server owns
 	// it from here on and closes it on Stop.
@@ -292,6 +296,7 @@ func New(cfg Config) (*Server, error) {
 		WALDir:                 cfg.WALDir,
 		MaxSnapshotFiles:       cfg.MaxSnapshotFiles,
 		UnsafeNoFsync:          cfg.UnsafeNoFsync,
+		ForceNewCluster:        cfg.ForceNewCluster,
 		TickInterval:           cfg.TickInterval,
 		ElectionTicks:          cfg.ElectionTicks,
 		HeartbeatTicks:         1,

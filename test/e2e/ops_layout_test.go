@@ -3,8 +3,11 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/metastore-io/metastore/test/framework"
 )
@@ -67,4 +70,40 @@ func TestUnsafeNoFsync(t *testing.T) {
 	if got := mustGet(ctx, t, m.NewClient(t), "/nofsync/k"); len(got.Kvs) != 1 {
 		t.Fatalf("after a clean restart: %v", got.Kvs)
 	}
+}
+
+// TestForceNewCluster stops every member of a 3-member cluster and
+// restarts one with --force-new-cluster: it becomes a one-member cluster
+// with all the data, and takes writes alone.
+func TestForceNewCluster(t *testing.T) {
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	ctx := testContext(t, clusterTestTimeout)
+	mc := newMemberClients(t, c)
+	survivor := c.Member(0)
+	survivorID := mc.memberID(ctx, t, survivor)
+	for i := range 5 {
+		mustPut(ctx, t, mc.of(t, survivor), "/force/k"+strconv.Itoa(i), "v")
+	}
+	mc.requireSameHashKV(ctx, t, c.Members(), 0)
+	for _, m := range c.Members() {
+		if _, err := m.Stop(stopTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	survivor.SetArgs(append(survivor.Args(), "--force-new-cluster"))
+	if err := survivor.Restart(ctx); err != nil {
+		t.Fatalf("restart with --force-new-cluster: %v", err)
+	}
+	cli := survivor.NewClient(t)
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ml.Members) != 1 || ml.Members[0].ID != survivorID {
+		t.Fatalf("members after --force-new-cluster: %v, want only %x", ml.Members, survivorID)
+	}
+	if got := mustGet(ctx, t, cli, "/force/", clientv3.WithPrefix()); len(got.Kvs) != 5 {
+		t.Fatalf("keys after --force-new-cluster: %d, want 5", len(got.Kvs))
+	}
+	mustPut(ctx, t, cli, "/force/after", "v")
 }

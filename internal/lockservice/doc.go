@@ -49,6 +49,14 @@
 // token) instead of queueing twice; the older request is told
 // "superseded".
 //
+// # Credentials
+//
+// The service sits on the client listener, behind its TLS. It makes its
+// calls with the caller's Authorization header as their "authorization"
+// metadata, as etcd's JSON gateway does, so with authentication enabled a
+// request needs a token (401 without) whose user may read and write the
+// service's prefix (403 otherwise); lease renewals carry it too.
+//
 // # Metrics
 //
 // metastore_lock_acquisitions_total, metastore_lock_wait_seconds,

@@ -8,17 +8,9 @@ import (
 	"strings"
 )
 
-// snapshotStatus is what snapshot status prints, etcdutl's figures.
+// snapshotStatus is what snapshot status prints, etcdutl's figures; the
+// JSON names are etcdutl's.
 type snapshotStatus struct {
-	Hash      uint32
-	Revision  int64
-	TotalKey  int64
-	TotalSize int64
-	Version   string
-}
-
-// statusJSON is `snapshot status -w json`, field for field etcdutl's.
-type statusJSON struct {
 	Hash      uint32 `json:"hash"`
 	Revision  int64  `json:"revision"`
 	TotalKey  int64  `json:"totalKey"`
@@ -59,7 +51,7 @@ func printStatusSimple(w io.Writer, st snapshotStatus) error {
 }
 
 func printStatusJSON(w io.Writer, st snapshotStatus) error {
-	b, err := json.Marshal(statusJSON{Hash: st.Hash, Revision: st.Revision, TotalKey: st.TotalKey, TotalSize: st.TotalSize, Version: st.Version})
+	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)
 	}

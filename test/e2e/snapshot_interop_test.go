@@ -24,6 +24,7 @@ type storeDump struct {
 	rev     int64
 	history []string // one line per key per revision, from compacted+1 to rev
 	leases  []string
+	auth    []string // users with their roles, roles with their permissions
 }
 
 // dumpStore reads the dump of the store behind cli, from revision
@@ -57,7 +58,40 @@ func dumpStore(ctx context.Context, t *testing.T, cli *clientv3.Client, firstRev
 		d.leases = append(d.leases, fmt.Sprintf("%x granted=%d keys=%v", l.ID, ttl.GrantedTTL, attachedKeys(ttl)))
 	}
 	slices.Sort(d.leases)
+	d.auth = dumpAuth(ctx, t, cli)
 	return d
+}
+
+// dumpAuth lists the users with their roles and the roles with their
+// permissions.
+func dumpAuth(ctx context.Context, t *testing.T, cli *clientv3.Client) []string {
+	t.Helper()
+	users, err := cli.UserList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, name := range users.Users {
+		u, err := cli.UserGet(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("user %s roles=%v", name, u.Roles))
+	}
+	roles, err := cli.RoleList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range roles.Roles {
+		r, err := cli.RoleGet(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range r.Perm {
+			out = append(out, fmt.Sprintf("role %s %s [%q, %q)", name, p.PermType, p.Key, p.RangeEnd))
+		}
+	}
+	return out
 }
 
 func requireSameDump(t *testing.T, what string, got, want storeDump) {
@@ -67,6 +101,9 @@ func requireSameDump(t *testing.T, what string, got, want storeDump) {
 	}
 	if !slices.Equal(got.leases, want.leases) {
 		t.Fatalf("%s: leases\n%v\nwant\n%v", what, got.leases, want.leases)
+	}
+	if !slices.Equal(got.auth, want.auth) {
+		t.Fatalf("%s: users and roles\n%v\nwant\n%v", what, got.auth, want.auth)
 	}
 	if len(got.history) != len(want.history) {
 		t.Fatalf("%s: %d key versions over the history, want %d", what, len(got.history), len(want.history))
@@ -108,6 +145,25 @@ func writeInteropState(ctx context.Context, t *testing.T, cli *clientv3.Client) 
 		mustPut(ctx, t, cli, fmt.Sprintf("/interop/leased/%d/b", ttl), "y", clientv3.WithLease(grant.ID))
 	}
 	mustPut(ctx, t, cli, "/interop/binary", "\x00\xff\n")
+	// Users and roles (authentication stays off, so the dumps need no
+	// credentials).
+	for _, step := range []func() error{
+		func() error { _, err := cli.UserAdd(ctx, "alice", "secret"); return err },
+		func() error { _, err := cli.RoleAdd(ctx, "reader"); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, "reader", "/interop/", clientv3.GetPrefixRangeEnd("/interop/"), clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, "reader", "/other", "", clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserGrantRole(ctx, "alice", "reader"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := cli.Compact(ctx, compactAt); err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +196,8 @@ func TestSnapshotInteropEtcdToMetaStoreAndBack(t *testing.T) {
 			srcCli := src.NewClient(t)
 			compactAt := writeInteropState(ctx, t, srcCli)
 			want := dumpStore(ctx, t, srcCli, compactAt)
-			if len(want.history) < 200 || len(want.leases) != 2 {
-				t.Fatalf("the source dump holds %d key versions and %d leases: the comparison would prove little", len(want.history), len(want.leases))
+			if len(want.history) < 200 || len(want.leases) != 2 || len(want.auth) != 3 {
+				t.Fatalf("the source dump holds %d key versions, %d leases and %v: the comparison would prove little", len(want.history), len(want.leases), want.auth)
 			}
 			fromEtcd := saveSnapshot(ctx, t, src, src.Member(0))
 

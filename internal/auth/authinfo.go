@@ -96,3 +96,7 @@ func redactToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])[:12]
 }
+
+// CertIdentity reports whether client certificates name users now:
+// --client-cert-auth is set and authentication is on.
+func (s *Store) CertIdentity() bool { return s.certAuth && s.IsAuthEnabled() }

@@ -302,3 +302,7 @@ func (s *Server) AuthCheckWatch(ctx context.Context, r *pb.WatchCreateRequest) e
 	}
 	return s.auth.IsRangePermitted(ai, key, r.RangeEnd)
 }
+
+// AuthCertIdentity reports whether client certificates name users now
+// (--client-cert-auth with auth on).
+func (s *Server) AuthCertIdentity() bool { return s.auth.CertIdentity() }

@@ -2,6 +2,11 @@ package etcdcompat
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
+
+	"github.com/soheilhy/cmux"
+	"net/http"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
@@ -47,6 +52,34 @@ type AuthMember interface {
 	AuthRevision() (rev uint64, enabled bool)
 	// AuthCheckWatch: the caller may read the keys the watch would cover.
 	AuthCheckWatch(ctx context.Context, r *pb.WatchCreateRequest) error
+	// AuthCertIdentity reports whether client certificates name users
+	// now (--client-cert-auth, auth on).
+	AuthCertIdentity() bool
+}
+
+// gatewayCNRefusal is etcd's answer to a JSON gateway request over a
+// client certificate with a Common Name while certificates name users:
+// the gateway's own calls cannot carry the caller's certificate, so
+// rather than silently ignore it etcd refuses the request.
+const gatewayCNRefusal = "CommonName of client sending a request against gateway will be ignored and not used as expected"
+
+// refuseGatewayCN wraps the JSON gateway with that refusal.
+func refuseGatewayCN(am AuthMember, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		state := r.TLS
+		if state == nil {
+			state, _ = r.Context().Value(tlsStateKey{}).(*tls.ConnectionState)
+		}
+		if state != nil && am.AuthCertIdentity() {
+			for _, chain := range state.VerifiedChains {
+				if len(chain) > 0 && chain[0].Subject.CommonName != "" {
+					http.Error(w, gatewayCNRefusal, http.StatusBadRequest)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // authService is etcd's Auth service.
@@ -134,4 +167,30 @@ func (a *authService) RoleRevokePermission(ctx context.Context, r *pb.AuthRoleRe
 
 func (a *authService) RoleDelete(ctx context.Context, r *pb.AuthRoleDeleteRequest) (*pb.AuthRoleDeleteResponse, error) {
 	return authCall(a, ctx, r, a.srv.RoleDelete)
+}
+
+// tlsStateKey keys the TLS state of an HTTP request's connection in its
+// context (withTLSState).
+type tlsStateKey struct{}
+
+// withTLSState is an http.Server's ConnContext: it records the state of
+// the TLS connection under c, which cmux and other wrappers hide from
+// net/http.
+func withTLSState(ctx context.Context, c net.Conn) context.Context {
+	for range 4 {
+		switch conn := c.(type) {
+		case *tls.Conn:
+			st := conn.ConnectionState()
+			return context.WithValue(ctx, tlsStateKey{}, &st)
+		case *cmux.MuxConn:
+			c = conn.Conn
+		case *h2AckFilter:
+			c = conn.Conn
+		case interface{ NetConn() net.Conn }:
+			c = conn.NetConn()
+		default:
+			return ctx
+		}
+	}
+	return ctx
 }

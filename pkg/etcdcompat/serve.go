@@ -375,7 +375,11 @@ func (s *ClientServer) gateway(target string, creds credentials.TransportCredent
 func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 	mux := http.NewServeMux()
 	if gwmux != nil {
-		mux.Handle("/v3/", gwmux)
+		var gateway http.Handler = gwmux
+		if am, ok := s.cfg.Member.(AuthMember); ok {
+			gateway = refuseGatewayCN(am, gateway)
+		}
+		mux.Handle("/v3/", gateway)
 	}
 	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

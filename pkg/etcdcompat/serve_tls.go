@@ -50,6 +50,9 @@ func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config) error {
 	// cleartext, with prior knowledge.
 	httpSrv.Protocols.SetHTTP1(true)
 	httpSrv.Protocols.SetUnencryptedHTTP2(true)
+	// The requests see no *tls.Conn (cmux wraps it); keep its state in
+	// the request context for the gateway's client-certificate rule.
+	httpSrv.ConnContext = withTLSState
 	s.mu.Lock()
 	s.closers = append(s.closers, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

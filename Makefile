@@ -125,7 +125,7 @@ test-linearizability-rocksdb:
 	E2E_TARGET=metastore E2E_EXTRA_FLAGS=--storage-engine=rocksdb $(GO) test -count=1 -timeout 10m -run TestLinearizability ./test/linearizability/ -args -lin.duration=30s
 
 FUZZTIME ?= 30s
-fuzz:
+fuzz: build
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 bench: build tools

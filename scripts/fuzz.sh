@@ -17,6 +17,13 @@ while IFS=: read -r file name; do
 	fi
 done < <(grep -rHoE --include='*_test.go' '^func (Fuzz[A-Za-z0-9_]+)\(f \*testing\.F\)' --exclude-dir=.git . |
 	sed -E 's#^\./##; s#:func (Fuzz[A-Za-z0-9_]+).*#:\1#' | sort)
+# The request fuzzer: random well-formed and malformed gRPC requests to a
+# live member (needs bin/metastore: make build).
+count=$((count + 1))
+echo "fuzz: ./test/faults TestRequestFuzzer for $fuzztime" >&2
+if ! go test -count=1 -run '^TestRequestFuzzer$' ./test/faults/ -args -reqfuzz.duration="$fuzztime"; then
+	failed+=("./test/faults TestRequestFuzzer")
+fi
 echo "fuzz: $count targets, ${#failed[@]} failed" >&2
 if [[ ${#failed[@]} -gt 0 ]]; then
 	printf 'fuzz: failed: %s\n' "${failed[@]}" >&2

@@ -6,6 +6,10 @@
 // member either keeps serving or stops with a message that names the
 // cause.
 //
+// TestRequestFuzzer sends random well-formed and malformed KV, Lease,
+// Cluster and Maintenance requests to a live member (10 s in make test,
+// FUZZTIME in make fuzz, -reqfuzz.duration by hand).
+//
 // Faults inside the disk (an fsync that fails or stalls) come from
 // bin/metastore-faults, MetaStore built with the internal/diskfault seam
 // (make build-faults); those tests run against MetaStore only.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -162,4 +163,28 @@ func (g *featureGates) applyExperimental(changed func(string) bool) error {
 		return fmt.Errorf("enabling feature gate LeaseCheckpointPersist requires enabling feature gate LeaseCheckpoint")
 	}
 	return nil
+}
+
+// gateNoEffect says, for each gate MetaStore does not switch, why.
+var gateNoEffect = map[string]string{
+	"LeaseCheckpoint":              "MetaStore always checkpoints lease TTLs through Raft and keeps them (etcd's behaviour with LeaseCheckpoint and LeaseCheckpointPersist on)",
+	"LeaseCheckpointPersist":       "MetaStore always checkpoints lease TTLs through Raft and keeps them (etcd's behaviour with LeaseCheckpoint and LeaseCheckpointPersist on)",
+	"SetMemberLocalAddr":           "MetaStore's peer transport lets the kernel pick the local address",
+	"StopGRPCServiceOnDefrag":      "MetaStore keeps its gRPC and health services up during defragmentation",
+	"TxnModeWriteWithSharedBuffer": "it is bbolt's read buffer sharing; MetaStore's transactions read the MVCC index directly",
+}
+
+// logNoEffect says once, for each gate set explicitly that changes
+// nothing here, why.
+func (g *featureGates) logNoEffect(logger *slog.Logger) {
+	names := make([]string, 0, len(g.set))
+	for k := range g.set {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if reason, ok := gateNoEffect[k]; ok {
+			logger.Warn("feature gate has no effect in MetaStore", "gate", k, "value", g.set[k], "reason", reason)
+		}
+	}
 }

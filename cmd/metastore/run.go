@@ -131,6 +131,7 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 		PeerTLS:                     peerClientTLS(certs.peer),
 	}
 	o.ops.apply(&cfg, &o.features)
+	o.raft.apply(&cfg, fs)
 	srv, err := server.New(cfg)
 	if err != nil {
 		backend.Close()
@@ -302,6 +303,7 @@ func logStartup(o *options, fs *pflag.FlagSet, notes configFileNotes, logger *sl
 	}
 	warnDeprecated(fs, logger)
 	logNoEffect(fs, logger)
+	o.features.logNoEffect(logger)
 	if len(o.listen.clientHTTPURLs) == 0 {
 		logger.Warn("Running http and grpc server on single port. This is not recommended for production.")
 	}

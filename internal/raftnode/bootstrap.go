@@ -85,7 +85,7 @@ func (n *Node) raftConfig() *raft.Config {
 		MaxInflightMsgs:           n.cfg.MaxInflightMsgs,
 		MaxUncommittedEntriesSize: n.cfg.MaxUncommittedEntriesSize,
 		CheckQuorum:               true,
-		PreVote:                   true,
+		PreVote:                   !n.cfg.DisablePreVote,
 		Logger:                    raftLogger{l: n.logger},
 	}
 }
@@ -258,6 +258,9 @@ func (n *Node) restart(rec *wal.Recovered) error {
 // changes when the member stands. Without a snapshot the configuration is
 // still in the log, and the bootstrap peers stand in for it.
 func (n *Node) skipElectionWaitIfAlone(cs raftpb.ConfState) {
+	if n.cfg.DisableElectionTickAdvance {
+		return
+	}
 	voters := cs.Voters
 	if len(voters) == 0 && len(cs.VotersOutgoing) == 0 {
 		for _, p := range n.cfg.Peers {

@@ -121,6 +121,12 @@ type Config struct {
 	// SnapshotCatchUpEntries how many entries before the snapshot stay in
 	// the in-memory log for slow followers. Defaults 10000 and 5000.
 	SnapshotCount, SnapshotCatchUpEntries uint64
+	// DisablePreVote turns off raft's pre-vote (etcd's --pre-vote=false).
+	DisablePreVote bool
+	// DisableElectionTickAdvance makes a lone voter wait a full election
+	// timeout at start instead of standing at once
+	// (--initial-election-tick-advance=false).
+	DisableElectionTickAdvance bool
 	// MaxSizePerMsg, MaxInflightMsgs and MaxUncommittedEntriesSize are
 	// raft's flow control limits. Defaults 1 MiB, 512 and 1 GiB.
 	MaxSizePerMsg             uint64

@@ -58,6 +58,12 @@ type Config struct {
 	// QuotaBackendBytes is --quota-backend-bytes: 0 etcd's default of
 	// 2 GiB, negative no quota (quota.go).
 	QuotaBackendBytes int64
+	// SnapshotCatchUpEntries is --snapshot-catchup-entries (0: etcd's 5000,
+	// at most half of SnapshotCount); DisablePreVote is --pre-vote=false;
+	// DisableElectionTickAdvance is --initial-election-tick-advance=false.
+	SnapshotCatchUpEntries     uint64
+	DisablePreVote             bool
+	DisableElectionTickAdvance bool
 	// AutoCompactionMode and AutoCompactionRetention are
 	// --auto-compaction-mode and --auto-compaction-retention as
 	// compactor.ParseRetention parsed them (0: no auto-compaction).
@@ -288,26 +294,28 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	node, err := raftnode.Start(raftnode.Config{
-		ID:                     memberID,
-		ClusterID:              clusterID,
-		Peers:                  who.bootstrap,
-		Join:                   who.join,
-		DataDir:                memberDir,
-		WALDir:                 cfg.WALDir,
-		MaxSnapshotFiles:       cfg.MaxSnapshotFiles,
-		UnsafeNoFsync:          cfg.UnsafeNoFsync,
-		ForceNewCluster:        cfg.ForceNewCluster,
-		TickInterval:           cfg.TickInterval,
-		ElectionTicks:          cfg.ElectionTicks,
-		HeartbeatTicks:         1,
-		SnapshotCount:          cfg.SnapshotCount,
-		SnapshotCatchUpEntries: snapshotCatchUpEntries(cfg.SnapshotCount),
-		MaxSizePerMsg:          1 << 20,
-		MaxInflightMsgs:        512,
-		Logger:                 cfg.Logger,
-		Metrics:                cfg.Metrics,
-		OnLeaderChange:         s.leaderChanged,
-		Transport:              tr,
+		ID:                         memberID,
+		ClusterID:                  clusterID,
+		Peers:                      who.bootstrap,
+		Join:                       who.join,
+		DataDir:                    memberDir,
+		WALDir:                     cfg.WALDir,
+		MaxSnapshotFiles:           cfg.MaxSnapshotFiles,
+		UnsafeNoFsync:              cfg.UnsafeNoFsync,
+		ForceNewCluster:            cfg.ForceNewCluster,
+		TickInterval:               cfg.TickInterval,
+		ElectionTicks:              cfg.ElectionTicks,
+		HeartbeatTicks:             1,
+		SnapshotCount:              cfg.SnapshotCount,
+		SnapshotCatchUpEntries:     snapshotCatchUpEntries(cfg.SnapshotCount, cfg.SnapshotCatchUpEntries),
+		DisablePreVote:             cfg.DisablePreVote,
+		DisableElectionTickAdvance: cfg.DisableElectionTickAdvance,
+		MaxSizePerMsg:              1 << 20,
+		MaxInflightMsgs:            512,
+		Logger:                     cfg.Logger,
+		Metrics:                    cfg.Metrics,
+		OnLeaderChange:             s.leaderChanged,
+		Transport:                  tr,
 	}, s.applier)
 	if err != nil {
 		return nil, fmt.Errorf("server: start raft: %w", err)
@@ -355,8 +363,12 @@ func (s *Server) watchNode() {
 
 // snapshotCatchUpEntries is how many entries stay in the log behind a
 // snapshot so that a slightly lagging follower catches up from the log
-// rather than by a whole snapshot (etcd keeps 5000).
-func snapshotCatchUpEntries(snapshotCount uint64) uint64 {
+// rather than by a whole snapshot: --snapshot-catchup-entries (etcd keeps
+// 5000 by default), at most half the snapshot count when defaulted.
+func snapshotCatchUpEntries(snapshotCount, configured uint64) uint64 {
+	if configured != 0 {
+		return configured
+	}
 	const etcdDefault = 5000
 	if snapshotCount/2 < etcdDefault {
 		return snapshotCount / 2

@@ -7,10 +7,15 @@
 //	metastore snapshot restore FILE [flags]  the files `etcdctl snapshot
 //	                                         save` fetches from a member
 //
-// Flags may also come from the environment as ETCD_<FLAG> or
-// METASTORE_<FLAG> (for example ETCD_NAME, METASTORE_DATA_DIR). A bad flag
-// prints one line and exits with status 2; SIGTERM or SIGINT stops the
-// member gracefully (in-flight requests drained, WAL closed cleanly).
+// The serve flags are etcd 3.6's whole command line, one file per area
+// (flags_<area>.go, all registered from options.register), plus
+// --config-file (configfile.go: etcd's YAML, which replaces every other
+// flag and variable). Flags may also come from the environment as
+// ETCD_<FLAG> or METASTORE_<FLAG> (for example ETCD_NAME,
+// METASTORE_DATA_DIR). An unknown flag is refused as etcd refuses it
+// (exit 2); a configuration etcd would refuse is logged as "failed to
+// verify flags" (exit 1). SIGTERM or SIGINT stops the member gracefully
+// (in-flight requests drained, WAL closed cleanly).
 //
 // TLS (flags_tls.go) takes etcd's client and peer flags: every https://
 // listen URL is wrapped in a tlsutil listener (certificates re-read from

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,14 +18,26 @@ const refusedJoinTimeout = 30 * time.Second
 // TestTLSPeerRefusals runs a cluster with peer mutual TLS restricted to
 // --peer-cert-allowed-cn=member and tries to join a learner presenting a
 // certificate of the right CA with CN "intruder", then one of an
-// unrelated CA: each time the joining member cannot even read the member
+// unrelated CA, then a member certificate listed in --peer-crl-file: each time the joining member cannot even read the member
 // list, exits, and the running member logs why it rejected the peer.
 // With the member certificate the same learner then joins, catches up
 // over TLS and is promoted.
 func TestTLSPeerRefusals(t *testing.T) {
 	ctx := testContext(t, clusterTestTimeout)
-	c := framework.NewCluster(t, framework.ClusterConfig{TLS: mutualTLS(), ExtraFlags: []string{"--peer-cert-allowed-cn=member"}})
-	pki := c.TLS().PKI
+	pki := mustPKI(t)
+	// A member certificate (right CA, CN and SANs) revoked by --peer-crl-file.
+	revoked, err := pki.CA.Issue("member-revoked", framework.MemberSpec("member"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerCRL := filepath.Join(t.TempDir(), "peer.crl")
+	if err := pki.CA.WriteCRL(peerCRL, revoked); err != nil {
+		t.Fatal(err)
+	}
+	c := framework.NewCluster(t, framework.ClusterConfig{
+		TLS:        &framework.TLSConfig{PKI: pki, Client: true, Peer: true},
+		ExtraFlags: []string{"--peer-cert-allowed-cn=member", "--peer-crl-file=" + peerCRL},
+	})
 	etcdctl := c.Etcdctl()
 	m0 := c.Member(0)
 	joining, err := c.NewJoiningMember("m1")
@@ -44,6 +57,7 @@ func TestTLSPeerRefusals(t *testing.T) {
 	}{
 		{"CN outside --peer-cert-allowed-cn", pki.Intruder, "client certificate authentication failed"},
 		{"certificate of another CA", pki.Foreign, "certificate signed by unknown authority"},
+		{"revoked certificate", revoked, "certificate serial"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			joining.UsePeerCert(tt.cert)

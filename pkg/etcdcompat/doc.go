@@ -25,6 +25,16 @@
 // verified certificate from its peer's credentials.TLSInfo, as etcd's
 // authentication does.
 //
+// # Metrics
+//
+// The client-facing series are etcd's (metrics.go): grpc_server_* from the
+// grpc-ecosystem interceptors etcd uses, first in the chain so refused
+// requests count; the bytes of every message through a counting wrapper of
+// gRPC's proto codec; client_requests_total by client API version, stream
+// failures, the /health counters and the /livez and /readyz check results
+// (probes.go). Children counted per request are created once and cached,
+// so counting is an atomic add, never an allocation or a lock.
+//
 // Its exported API names only its own types and etcd's public ones, so a
 // program outside MetaStore can serve etcd's API over its own Member
 // (member_external_test.go does).

@@ -35,6 +35,7 @@ type Member struct {
 	clientURLs []string
 	peers      []*http.Server
 	clientLs   []net.Listener
+	metrics    *prometheus.Registry // the member's series, served on /metrics
 
 	readyc   chan struct{} // closed once clients are served
 	errc     chan error    // one error from the member stopping on its own; closed once stopped
@@ -106,7 +107,10 @@ func StartMember(cfg *Config) (m *Member, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A registry of its own: several members may run in one process.
+	metrics := prometheus.NewRegistry()
 	srv, err := server.New(server.Config{
+		Metrics:             metrics,
 		Name:                c.Name,
 		DataDir:             c.dataDir(),
 		InitialCluster:      initial,
@@ -133,6 +137,7 @@ func StartMember(cfg *Config) (m *Member, err error) {
 		srv:        srv,
 		clientURLs: urlStrings(boundURLs(c.ListenClientUrls, clientLs)),
 		clientLs:   clientLs,
+		metrics:    metrics,
 		readyc:     make(chan struct{}),
 		errc:       make(chan error, 1),
 		closing:    make(chan struct{}),
@@ -179,12 +184,12 @@ func (m *Member) serveWhenReady() {
 		return
 	}
 	clients, err := etcdcompat.NewClientServer(etcdcompat.Config{
-		Member:          m.srv.ClientMember(),
-		MaxRequestBytes: m.cfg.MaxRequestBytes,
-		MaxTxnOps:       m.cfg.MaxTxnOps,
-		Logger:          m.log,
-		// A registry of its own: several members may run in one process.
-		Metrics: prometheus.NewRegistry(),
+		Member:            m.srv.ClientMember(),
+		MaxRequestBytes:   m.cfg.MaxRequestBytes,
+		MaxTxnOps:         m.cfg.MaxTxnOps,
+		Logger:            m.log,
+		Metrics:           m.metrics,
+		MetricsRegisterer: m.metrics,
 	})
 	if err != nil {
 		m.fail(fmt.Errorf("embed: serve clients: %w", err))

@@ -2,6 +2,8 @@ package embed
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -120,6 +122,29 @@ func TestValidateRefusesWhatEtcdRefuses(t *testing.T) {
 		change(cfg)
 		if _, err := StartMember(cfg); err == nil {
 			t.Errorf("%s: StartMember accepted the config", name)
+		}
+	}
+}
+
+// TestMetricsServedPerMember checks each member serves its own etcd series
+// on /metrics, as an embedded etcd does.
+func TestMetricsServedPerMember(t *testing.T) {
+	a := startReady(t, testConfig(t))
+	b := startReady(t, testConfig(t))
+	for _, m := range []*Member{a, b} {
+		resp, err := http.Get(m.ClientURLs()[0] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"\netcd_server_has_leader 1\n", "\netcd_mvcc_db_total_size_in_bytes ", "\ngrpc_server_started_total{"} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("%s/metrics lacks %q", m.ClientURLs()[0], strings.TrimSpace(want))
+			}
 		}
 	}
 }

@@ -141,6 +141,9 @@ type Server struct {
 	compactor *compactor.Compactor
 	// corruption runs the corruption checks (corrupt.go).
 	corruption *corruptionChecker
+	// defragLogEvery paces Defragment's progress lines
+	// (defragProgressInterval; tests shorten it).
+	defragLogEvery time.Duration
 
 	wait       *waitRegistry
 	reqIDs     *requestIDs
@@ -210,6 +213,8 @@ func New(cfg Config) (*Server, error) {
 		transport:  tr,
 		peers:      newPeerSet(memberID),
 		alarms:     newAlarmStore(),
+
+		defragLogEvery: defragProgressInterval,
 	}
 	s.corruption = newCorruptionChecker(s)
 	if s.metrics, err = newServerMetrics(s, cfg.Metrics); err != nil {
@@ -536,7 +541,8 @@ func (s *Server) Defragment(ctx context.Context) error {
 		s.metrics.defragSeconds.Observe(time.Since(start).Seconds())
 		return nil
 	}
-	s.log.Info("starting defragment")
+	sizeBefore, inUseBefore := s.kv.Size(), s.kv.SizeInUse()
+	s.log.Info("starting defragment", "current-db-size-bytes", sizeBefore, "current-db-size-in-use-bytes", inUseBefore)
 	done := make(chan error, 1)
 	s.metrics.defragInflight.Inc()
 	go func() {
@@ -546,15 +552,31 @@ func (s *Server) Defragment(ctx context.Context) error {
 		s.metrics.defragSeconds.Observe(time.Since(start).Seconds())
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			s.log.Warn("failed to defragment", "error", err)
-			return fmt.Errorf("defragment: %w", err)
+	// The engine reports no fraction done: a long defragmentation logs
+	// how long it has run and where the size stands, so an operator sees
+	// it moving.
+	progress := time.NewTicker(s.defragLogEvery)
+	defer progress.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				s.log.Warn("failed to defragment", "error", err)
+				return fmt.Errorf("defragment: %w", err)
+			}
+			s.log.Info("finished defragment", "took", time.Since(start),
+				"db-size-bytes-before", sizeBefore, "db-size-bytes-after", s.kv.Size(),
+				"db-size-in-use-bytes-after", s.kv.SizeInUse())
+			return nil
+		case <-progress.C:
+			s.log.Info("defragment in progress", "elapsed", time.Since(start).Round(time.Second),
+				"db-size-bytes-before", sizeBefore, "db-size-bytes-now", s.kv.Size())
+		case <-ctx.Done():
+			s.log.Info("defragment goes on after its caller stopped waiting", "elapsed", time.Since(start).Round(time.Second))
+			return ctx.Err()
 		}
-		s.log.Info("finished defragment", "took", time.Since(start))
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
+
+// defragProgressInterval is how often a running defragmentation logs.
+const defragProgressInterval = 5 * time.Second

@@ -14,12 +14,15 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/metastore-io/metastore/test/framework"
 )
 
 // TestKubeadmCommandLine starts the target with kubeadm's static-pod etcd
-// command line (TLS flags aside: they are the TLS tests'), in both the
-// 3.5-era spelling and the 3.6 one, and checks kubeadm's probes on the
-// metrics URL: /health?exclude=NOSPACE&serializable=true, /livez, /readyz.
+// command line, unchanged (mutual TLS on the client and peer URLs, plain
+// HTTP metrics), in its 3.5-era spelling and the 3.6 one, and checks
+// kubeadm's probes on the metrics URL: /health?exclude=NOSPACE&serializable=true,
+// /livez, /readyz; then a TLS client with a client certificate writes.
 func TestKubeadmCommandLine(t *testing.T) {
 	for name, extra := range map[string][]string{
 		"experimental":  {"--experimental-initial-corrupt-check=true", "--experimental-watch-progress-notify-interval=5s"},
@@ -28,22 +31,32 @@ func TestKubeadmCommandLine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := testContext(t, testTimeout)
 			dir := t.TempDir()
+			pki, err := framework.NewPKI(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
 			p := freePorts(t, 3)
 			client := fmt.Sprintf("https://127.0.0.1:%d", p[0])
-			_ = client
-			c := fmt.Sprintf("http://127.0.0.1:%d", p[0])
-			peer := fmt.Sprintf("http://127.0.0.1:%d", p[1])
+			peer := fmt.Sprintf("https://127.0.0.1:%d", p[1])
 			metrics := fmt.Sprintf("http://127.0.0.1:%d", p[2])
 			args := append([]string{
-				"--advertise-client-urls=" + c,
+				"--advertise-client-urls=" + client,
+				"--cert-file=" + pki.Member.CertFile,
+				"--client-cert-auth=true",
 				"--data-dir=" + filepath.Join(dir, "etcd"),
 				"--initial-advertise-peer-urls=" + peer,
 				"--initial-cluster=node1=" + peer,
-				"--listen-client-urls=http://127.0.0.1:" + fmt.Sprint(p[0]),
+				"--key-file=" + pki.Member.KeyFile,
+				"--listen-client-urls=https://127.0.0.1:" + fmt.Sprint(p[0]),
 				"--listen-metrics-urls=" + metrics,
 				"--listen-peer-urls=" + peer,
 				"--name=node1",
+				"--peer-cert-file=" + pki.Member.CertFile,
+				"--peer-client-cert-auth=true",
+				"--peer-key-file=" + pki.Member.KeyFile,
+				"--peer-trusted-ca-file=" + pki.CA.CertFile,
 				"--snapshot-count=10000",
+				"--trusted-ca-file=" + pki.CA.CertFile,
 			}, extra...)
 			m := startRaw(t, dir, args)
 			m.waitHTTP(ctx, metrics+"/readyz")
@@ -65,9 +78,17 @@ func TestKubeadmCommandLine(t *testing.T) {
 			if code, _, err := httpGet(ctx, metrics+"/version"); err != nil || code != http.StatusNotFound {
 				t.Errorf("GET /version on the metrics URL: %d %v, want 404", code, err)
 			}
-			cli := newTestClient(t, c)
-			if _, err := cli.Put(ctx, "k", "v"); err != nil {
+			tlsCfg, err := framework.ClientTLSConfig(pki.CA.CertFile, pki.Client)
+			if err != nil {
 				t.Fatal(err)
+			}
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, TLS: tlsCfg, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			if _, err := cli.Put(ctx, "k", "v"); err != nil {
+				t.Fatalf("put over mutual TLS: %v", err)
 			}
 		})
 	}

@@ -18,8 +18,9 @@ const refusedJoinTimeout = 30 * time.Second
 // TestTLSPeerRefusals runs a cluster with peer mutual TLS restricted to
 // --peer-cert-allowed-cn=member and tries to join a learner presenting a
 // certificate of the right CA with CN "intruder", then one of an
-// unrelated CA, then a member certificate listed in --peer-crl-file: each time the joining member cannot even read the member
-// list, exits, and the running member logs why it rejected the peer.
+// unrelated CA, then a member certificate listed in --peer-crl-file:
+// each time the joining member cannot even read the member list, exits,
+// and the running member logs why it rejected the peer.
 // With the member certificate the same learner then joins, catches up
 // over TLS and is promoted.
 func TestTLSPeerRefusals(t *testing.T) {

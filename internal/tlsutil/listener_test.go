@@ -34,6 +34,20 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// waitFor reports whether the log comes to contain text within 10 s: the
+// server logs a refusal on its handshake goroutine, which may run after
+// the client already saw the handshake fail.
+func (b *syncBuffer) waitFor(text string) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.String(), text) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	return true
+}
+
 // testServer serves NewListener on a loopback port, greeting every
 // accepted connection with "hello\n".
 type testServer struct {
@@ -144,11 +158,11 @@ func TestListenerRefusals(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.error) {
 			t.Errorf("%s: client got %v, want %q", tt.name, err, tt.error)
 		}
-		if !strings.Contains(s.log.String(), tt.log) {
+		if !s.log.waitFor(tt.log) {
 			t.Errorf("%s: log has no %q:\n%s", tt.name, tt.log, s.log)
 		}
 	}
-	if !strings.Contains(s.log.String(), `"msg":"rejected connection on client endpoint"`) {
+	if !s.log.waitFor(`"msg":"rejected connection on client endpoint"`) {
 		t.Errorf("refusals not logged as etcd logs them:\n%s", s.log)
 	}
 }
@@ -164,7 +178,7 @@ func TestListenerAllowedNames(t *testing.T) {
 	if err := s.greet(clientTLS(t, pki, pki.Intruder)); err == nil || !strings.Contains(err.Error(), "bad certificate") {
 		t.Fatalf("CN intruder: %v, want bad certificate", err)
 	}
-	if !strings.Contains(s.log.String(), "client certificate authentication failed") {
+	if !s.log.waitFor("client certificate authentication failed") {
 		t.Fatalf("log:\n%s", s.log)
 	}
 
@@ -192,7 +206,7 @@ func TestListenerPeerSANCheck(t *testing.T) {
 	if err := s.greet(clientTLS(t, pki, other)); err == nil {
 		t.Fatal("peer from an address outside its SANs accepted")
 	}
-	if !strings.Contains(s.log.String(), "rejected connection on peer endpoint") {
+	if !s.log.waitFor("rejected connection on peer endpoint") {
 		t.Fatalf("log:\n%s", s.log)
 	}
 	opts := serverOptions(pki)
@@ -217,7 +231,7 @@ func TestListenerHandshakeTimeout(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("silent client: read %v, want EOF (closed by the server)", err)
 	}
-	if !strings.Contains(s.log.String(), "i/o timeout") {
+	if !s.log.waitFor("i/o timeout") {
 		t.Fatalf("log:\n%s", s.log)
 	}
 }

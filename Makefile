@@ -28,7 +28,7 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-linearizability-rocksdb fuzz bench bench-cluster lint clean
+.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-linearizability-rocksdb test-overload-long fuzz bench bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
@@ -42,6 +42,7 @@ help:
 	@echo "make test-e2e-etcd  e2e suite against the reference etcd (validates the tests)"
 	@echo "make test-linearizability-long  10-minute linearizability and watch check under kill/pause/partition faults"
 	@echo "                    (LIN_ENGINE=rocksdb for the RocksDB engine)"
+	@echo "make test-overload-long  the overload tests at their long sizes (LIN_ENGINE=rocksdb for RocksDB)"
 	@echo "make fuzz           every Go fuzz target for FUZZTIME each (default 30s)"
 	@echo "make bench          Go benchmarks of ./internal/..., then bench/compare.sh (MetaStore vs etcd)"
 	@echo "make bench-cluster  bench/cluster.sh: 3-member MetaStore vs 3-member etcd"
@@ -120,6 +121,12 @@ LIN_ENGINE ?= memory
 LIN_FLAGS = $(if $(filter rocksdb,$(LIN_ENGINE)),--storage-engine=rocksdb,)
 test-linearizability-long: build tools
 	E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(LIN_FLAGS) $(GO) test -count=1 -timeout 30m -run TestLinearizability -v ./test/linearizability/ -args -lin.duration=$(LIN_DURATION)
+
+# make test runs the overload tests (test/faults/overload_test.go) at their
+# short sizes; this runs them at the long ones (100,000 never-read watchers,
+# 5,000 connections, 30 s floods) against E2E_TARGET, on LIN_ENGINE.
+test-overload-long: build tools
+	E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(LIN_FLAGS) $(GO) test -count=1 -timeout 30m -run TestOverload -v ./test/faults/ -args -overload.scale=long
 
 test-linearizability-rocksdb:
 	E2E_TARGET=metastore E2E_EXTRA_FLAGS=--storage-engine=rocksdb $(GO) test -count=1 -timeout 10m -run TestLinearizability ./test/linearizability/ -args -lin.duration=30s

@@ -10,6 +10,15 @@
 // Cluster and Maintenance requests to a live member (10 s in make test,
 // FUZZTIME in make fuzz, -reqfuzz.duration by hand).
 //
+// The overload tests (TestOverload*) flood one member: watchers on a
+// connection that never reads, 64 clients putting values just under
+// --max-request-bytes, thousands of connections opened at once. The
+// member must stay up, stay under 2 GiB resident, keep answering a
+// well-behaved client and refuse oversize requests with etcd's error;
+// each logs its peak RSS, error counts and the well-behaved client's
+// latency. -overload.scale=long (make test-overload-long) runs them at
+// 100,000 watchers and 5,000 connections.
+//
 // Faults inside the disk (an fsync that fails or stalls) come from
 // bin/metastore-faults, MetaStore built with the internal/diskfault seam
 // (make build-faults); those tests run against MetaStore only.

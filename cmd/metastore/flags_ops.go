@@ -25,6 +25,7 @@ type opsFlags struct {
 
 	walDir        string
 	maxSnapshots  uint
+	maxWALs       uint
 	unsafeNoFsync bool
 	forceNew      bool
 
@@ -39,6 +40,7 @@ func (o *opsFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.compactHashCheckTime, "compact-hash-check-time", time.Minute, "Duration of time between leader checks followers compaction hashes.")
 	fs.StringVar(&o.walDir, "wal-dir", "", "Path to the dedicated wal directory.")
 	fs.UintVar(&o.maxSnapshots, "max-snapshots", 5, "Maximum number of snapshot files to retain (0 is unlimited). Deprecated in v3.6 and will be decommissioned in v3.8.")
+	fs.UintVar(&o.maxWALs, "max-wals", 5, "Maximum number of wal files to retain (0 is unlimited).")
 	fs.BoolVar(&o.forceNew, "force-new-cluster", false, "Force to create a new one member cluster.")
 	fs.BoolVar(&o.unsafeNoFsync, "unsafe-no-fsync", false, "Disables fsync, unsafe, will cause data loss.")
 	fs.StringVar(&o.autoCompactionMode, "auto-compaction-mode", compactor.ModePeriodic, "interpret 'auto-compaction-retention' one of: periodic|revision. 'periodic' for duration based retention, defaulting to hours if no time unit is provided (e.g. '5m'). 'revision' for revision number based retention.")
@@ -72,6 +74,10 @@ func (o *opsFlags) apply(cfg *server.Config, gates *featureGates) {
 	cfg.MaxSnapshotFiles = int(o.maxSnapshots)
 	if o.maxSnapshots == 0 {
 		cfg.MaxSnapshotFiles = -1 // etcd: 0 is unlimited
+	}
+	cfg.MaxWALFiles = int(o.maxWALs)
+	if o.maxWALs == 0 {
+		cfg.MaxWALFiles = -1 // etcd: 0 is unlimited
 	}
 	cfg.UnsafeNoFsync = o.unsafeNoFsync
 	cfg.ForceNewCluster = o.forceNew

@@ -62,6 +62,7 @@ func (n *Node) walOptions() wal.Options {
 	return wal.Options{
 		Logger:           n.logger,
 		SegmentSizeBytes: n.cfg.WALSegmentSizeBytes,
+		MaxFiles:         n.cfg.MaxWALFiles,
 		SyncFile: func(f *os.File) error {
 			start := time.Now()
 			err := syncFile(f)

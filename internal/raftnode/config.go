@@ -140,6 +140,10 @@ type Config struct {
 	// MaxSnapshotFiles is how many snapshot files are kept (etcd's
 	// --max-snapshots): 0 snapfile's default of 5, negative unlimited.
 	MaxSnapshotFiles int
+	// MaxWALFiles is how many WAL segment files to keep, released ones
+	// included (etcd's --max-wals): 0 deletes each released segment at
+	// once, negative keeps them all.
+	MaxWALFiles int
 	// ForceNewCluster, on a restart, makes this member a one-member
 	// cluster with its data (etcd's --force-new-cluster, force.go).
 	ForceNewCluster bool

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,7 +91,10 @@ type Config struct {
 	// (the flag's 0). UnsafeNoFsync is --unsafe-no-fsync (tests only).
 	WALDir           string
 	MaxSnapshotFiles int
-	UnsafeNoFsync    bool
+	// MaxWALFiles is --max-wals: WAL files kept, released ones included
+	// (0: etcd's default of 5, negative: all, the flag's 0).
+	MaxWALFiles   int
+	UnsafeNoFsync bool
 	// ForceNewCluster is --force-new-cluster: on a restart, the other
 	// members are removed through conf changes committed locally, and
 	// this member goes on alone with its data.
@@ -306,6 +310,7 @@ func New(cfg Config) (*Server, error) {
 		DataDir:                    memberDir,
 		WALDir:                     cfg.WALDir,
 		MaxSnapshotFiles:           cfg.MaxSnapshotFiles,
+		MaxWALFiles:                cmp.Or(cfg.MaxWALFiles, defaultMaxWALFiles),
 		UnsafeNoFsync:              cfg.UnsafeNoFsync,
 		ForceNewCluster:            cfg.ForceNewCluster,
 		TickInterval:               cfg.TickInterval,
@@ -577,6 +582,9 @@ func (s *Server) Defragment(ctx context.Context) error {
 		}
 	}
 }
+
+// defaultMaxWALFiles is etcd's default --max-wals.
+const defaultMaxWALFiles = 5
 
 // defragProgressInterval is how often a running defragmentation logs.
 const defragProgressInterval = 5 * time.Second

@@ -49,6 +49,12 @@ type Options struct {
 	// OnWrite, if set, is told the bytes and duration of every append to
 	// a segment (before its fsync), for metrics.
 	OnWrite func(bytes int, took time.Duration)
+	// MaxFiles is how many segment files to keep in all (etcd's
+	// --max-wals): ReleaseTo deletes released segments, oldest first,
+	// only while more files than this remain; segments still needed are
+	// never deleted. Zero deletes every released segment at once,
+	// negative keeps them all.
+	MaxFiles int
 }
 
 func (o Options) withDefaults() Options {
@@ -77,6 +83,9 @@ type WAL struct {
 
 	mu       sync.Mutex
 	segments []segment
+	// retired are released segments kept for Options.MaxFiles, oldest
+	// first; they are no longer part of the log.
+	retired  []segment
 	tail     *os.File
 	tailSize int64
 	buf      []byte
@@ -394,9 +403,10 @@ func (w *WAL) SaveSnapshot(snap Snapshot) error {
 	return w.maybeRotate()
 }
 
-// ReleaseTo deletes the segments that hold only entries below index (the
-// caller has a durable snapshot at or above index-1). The segment being
-// written is never deleted. The files are removed outside the lock, so a
+// ReleaseTo releases the segments that hold only entries below index (the
+// caller has a durable snapshot at or above index-1) and deletes released
+// segment files beyond Options.MaxFiles. The segment being written is
+// never deleted. The files are removed outside the lock, so a
 // concurrent Save does not wait for the directory fsync.
 func (w *WAL) ReleaseTo(index uint64) error {
 	w.mu.Lock()
@@ -408,10 +418,21 @@ func (w *WAL) ReleaseTo(index uint64) error {
 	for n+1 < len(w.segments) && w.segments[n+1].firstIndex <= index {
 		n++
 	}
-	released := slices.Clone(w.segments[:n])
+	w.retired = append(w.retired, w.segments[:n]...)
 	w.segments = w.segments[n:]
+	var released []segment
+	switch max := w.opts.MaxFiles; {
+	case max == 0:
+		released, w.retired = w.retired, nil
+	case max > 0:
+		if extra := len(w.retired) + len(w.segments) - max; extra > 0 {
+			extra = min(extra, len(w.retired))
+			released = slices.Clone(w.retired[:extra])
+			w.retired = w.retired[extra:]
+		}
+	}
 	w.mu.Unlock()
-	if n == 0 {
+	if len(released) == 0 {
 		return nil
 	}
 	for _, s := range released {

@@ -389,3 +389,46 @@ func TestFailedSyncPoisonsWAL(t *testing.T) {
 		t.Fatal("Save after a failed fsync succeeded")
 	}
 }
+
+// With MaxFiles (etcd's --max-wals) released segments stay until more
+// than MaxFiles files exist, oldest deleted first; a log kept whole reads
+// back with the released entries before the snapshot.
+func TestReleaseKeepsMaxFiles(t *testing.T) {
+	for _, max := range []int{-1, 3, 6} {
+		dir := filepath.Join(t.TempDir(), "log")
+		opts := Options{SegmentSizeBytes: 512, MaxFiles: max}
+		w := mustCreate(t, dir, opts)
+		for i := uint64(1); i <= 100; i++ {
+			mustSave(t, w, raftpb.HardState{Term: 1, Vote: 1, Commit: i}, ents(i, i, 1))
+		}
+		before, _, err := listSegments(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.SaveSnapshot(Snapshot{Index: 90, Term: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.ReleaseTo(90); err != nil {
+			t.Fatal(err)
+		}
+		after, _, err := listSegments(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := len(before)
+		if max > 0 {
+			want = max
+		}
+		if len(after) != want || after[len(after)-1] != before[len(before)-1] {
+			t.Fatalf("MaxFiles %d: %d of %d segments kept, want the newest %d", max, len(after), len(before), want)
+		}
+		mustClose(t, w)
+		w, rec := mustOpen(t, dir, opts)
+		got, err := rec.EntriesAfter(90)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entriesEqual(t, got, ents(91, 100, 1))
+		mustClose(t, w)
+	}
+}

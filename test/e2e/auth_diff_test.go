@@ -59,7 +59,7 @@ func TestAuthDifferential(t *testing.T) {
 	var roots []*clientv3.Client // set-up clients, anonymous once auth is on
 	var clusters []*framework.Cluster
 	for _, target := range []framework.Target{framework.TargetEtcd, framework.TargetMetaStore} {
-		c := framework.NewCluster(t, framework.ClusterConfig{Target: target})
+		c := framework.NewCluster(t, anonymousCapable(framework.ClusterConfig{Target: target}))
 		clusters = append(clusters, c)
 		roots = append(roots, c.NewClient(t))
 		sides = append(sides, &authDiffSide{name: string(target), clients: map[string]*clientv3.Client{}})

@@ -20,7 +20,7 @@ import (
 // read and write [mine/, mine0) and only write [wo/, wo0).
 func limitedSetup(ctx context.Context, t *testing.T) (*server, *clientv3.Client, *clientv3.Client) {
 	t.Helper()
-	s := startServer(t, framework.ClusterConfig{})
+	s := startServer(t, anonymousCapable(framework.ClusterConfig{}))
 	addUserWithRole(ctx, t, s.cli, "u",
 		perm(clientv3.PermReadWrite, "mine/", "mine0"),
 		perm(clientv3.PermWrite, "wo/", "wo0"))

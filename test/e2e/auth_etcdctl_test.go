@@ -11,7 +11,7 @@ import (
 func TestAuthEtcdctl(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, testTimeout)
-	s := startServer(t, framework.ClusterConfig{})
+	s := startServer(t, anonymousCapable(framework.ClusterConfig{}))
 	r := etcdctlRunner{t: t, ctx: ctx, cli: s.cluster.Etcdctl()}
 	u1 := "--user=u1:p1"
 

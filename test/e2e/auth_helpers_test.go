@@ -144,3 +144,13 @@ func requireAuthError(t *testing.T, err error, want error) {
 	}
 	requireRPCError(t, err, want)
 }
+
+// anonymousCapable is the cluster configuration of the auth tests that
+// check what a caller without credentials gets. Under E2E_TLS=1 every
+// client of the framework would present a certificate whose Common Name
+// names a user (--client-cert-auth), so these clusters pin plaintext;
+// TestAuthCommonNameIdentity covers certificate identity.
+func anonymousCapable(cfg framework.ClusterConfig) framework.ClusterConfig {
+	cfg.TLS = &framework.TLSConfig{}
+	return cfg
+}

@@ -63,7 +63,7 @@ func TestAuthTokensAcrossMembers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t, testTimeout)
-			c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, ExtraFlags: []string{tc.flag(t)}})
+			c := framework.NewCluster(t, anonymousCapable(framework.ClusterConfig{Size: 3, ExtraFlags: []string{tc.flag(t)}}))
 			root := c.NewClient(t)
 			addUserWithRole(ctx, t, root, "u", perm(clientv3.PermReadWrite, "k", ""))
 			enableAuthWithRoot(ctx, t, c, root)
@@ -93,7 +93,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t, testTimeout)
-			s := startServer(t, framework.ClusterConfig{ExtraFlags: []string{tc.flag(t)}})
+			s := startServer(t, anonymousCapable(framework.ClusterConfig{ExtraFlags: []string{tc.flag(t)}}))
 			addUserWithRole(ctx, t, s.cli, "u", perm(clientv3.PermReadWrite, "k", ""))
 			enableAuthWithRoot(ctx, t, s.cluster, s.cli)
 			anon := clientAs(t, s.cluster, s.cluster.ClientURLs(), "", "")
@@ -124,7 +124,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 func TestAuthSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, testTimeout)
-	s := startServer(t, framework.ClusterConfig{})
+	s := startServer(t, anonymousCapable(framework.ClusterConfig{}))
 	addUserWithRole(ctx, t, s.cli, "u", perm(clientv3.PermReadWrite, "k", ""))
 	enableAuthWithRoot(ctx, t, s.cluster, s.cli)
 	root := clientAs(t, s.cluster, s.cluster.ClientURLs(), "root", authRootPassword)
@@ -173,7 +173,7 @@ func requireAuthState(ctx context.Context, t *testing.T, c *framework.Cluster, r
 func TestAuthSnapshotRestore(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, snapshotTimeout)
-	s := startServer(t, framework.ClusterConfig{})
+	s := startServer(t, anonymousCapable(framework.ClusterConfig{}))
 	addUserWithRole(ctx, t, s.cli, "u", perm(clientv3.PermReadWrite, "k", ""))
 	enableAuthWithRoot(ctx, t, s.cluster, s.cli)
 	root := clientAs(t, s.cluster, s.cluster.ClientURLs(), "root", authRootPassword)

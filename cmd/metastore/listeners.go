@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/internal/tlsutil"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
@@ -79,41 +80,51 @@ func (cl clientListeners) gatewayCreds(client *tlsutil.Material) (credentials.Tr
 	return credentials.NewTLS(c), nil
 }
 
-// serve hands every listener to the client server; the channel receives
-// each one's end. A TLS client URL serves gRPC and HTTP on the one TLS
-// connection, told apart per request.
-func (cl clientListeners) serve(clients *etcdcompat.ClientServer, client *tlsutil.Material, logger *slog.Logger) <-chan error {
-	errc := make(chan error, len(cl.grpc)+len(cl.http)+len(cl.metrics))
-	serve := func(b boundURL, kind etcdcompat.ListenerKind) {
+// serverListeners are the listeners as the member serves them. A TLS
+// client URL serves gRPC and HTTP on the one TLS connection, told apart
+// per request.
+func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog.Logger) ([]server.ClientListener, error) {
+	var out []server.ClientListener
+	add := func(b boundURL, kind etcdcompat.ListenerKind) error {
 		if isTLSURL(b.url) {
 			gatewayTLS, err := client.GatewayConfig()
 			if err != nil {
-				errc <- fmt.Errorf("client TLS: %w", err)
-				return
+				return fmt.Errorf("client TLS: %w", err)
 			}
-			logger.Info("serving client traffic securely", "address", b.l.Addr().String())
-			go func() { errc <- clients.ServeTLS(b.l, gatewayTLS) }()
-			return
+			out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
+				logger.Info("serving client traffic securely", "address", l.Addr().String())
+				return clients.ServeTLS(l, gatewayTLS)
+			}})
+			return nil
 		}
-		logger.Info("serving client traffic insecurely; this is strongly discouraged!", "address", b.l.Addr().String(),
-			"grpc", kind != etcdcompat.ServeHTTPOnly, "http", kind != etcdcompat.ServeGRPCOnly)
-		go func() { errc <- clients.ServeKind(b.l, kind) }()
+		out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
+			logger.Info("serving client traffic insecurely; this is strongly discouraged!", "address", l.Addr().String(),
+				"grpc", kind != etcdcompat.ServeHTTPOnly, "http", kind != etcdcompat.ServeGRPCOnly)
+			return clients.ServeKind(l, kind)
+		}})
+		return nil
 	}
 	kind := etcdcompat.ServeGRPCAndHTTP
 	if cl.split {
 		kind = etcdcompat.ServeGRPCOnly
 	}
 	for _, b := range cl.grpc {
-		serve(b, kind)
+		if err := add(b, kind); err != nil {
+			return nil, err
+		}
 	}
 	for _, b := range cl.http {
-		serve(b, etcdcompat.ServeHTTPOnly)
+		if err := add(b, etcdcompat.ServeHTTPOnly); err != nil {
+			return nil, err
+		}
 	}
 	for _, b := range cl.metrics {
-		logger.Info("serving metrics", "address", b.l.Addr().String())
-		go func(l net.Listener) { errc <- clients.ServeMetrics(l) }(b.l)
+		out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
+			logger.Info("serving metrics", "address", l.Addr().String())
+			return clients.ServeMetrics(l)
+		}})
 	}
-	return errc
+	return out, nil
 }
 
 func (cl clientListeners) close() {

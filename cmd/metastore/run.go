@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,11 +27,10 @@ import (
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
-// drainTimeout bounds how long a graceful stop waits for in-flight RPCs.
-const drainTimeout = 10 * time.Second
-
 // run serves until SIGTERM/SIGINT, then stops gracefully. fs is the flag
-// set the options came from (the command line or the config file).
+// set the options came from (the command line or the config file). The
+// member (internal/server) owns and orders everything it serves; run
+// builds its configuration and waits.
 func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNotes) error {
 	built, err := newLogger(o)
 	if err != nil {
@@ -47,27 +44,7 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 	}
 	ctx, stop := signal.NotifyContext(ctxOrBackground(ctx), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-
-	backend, err := openBackend(o, logger)
-	if err != nil {
-		return err
-	}
-	initial, _ := membership.ParseInitialCluster(o.initialCluster) // validated
-
-	// Size the collector's headroom for a heap that is mostly the key
-	// index (see package gcheadroom); stopped, and the runtime's target
-	// restored, when run returns.
-	gcCtx, stopGC := context.WithCancel(context.Background())
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		gcheadroom.Run(gcCtx, o.gcHeadroom(logger))
-	}()
-	defer func() {
-		stopGC()
-		<-gcDone
-	}()
-
+	defer startGCHeadroom(o, logger)()
 	if o.pprofEnabled() {
 		// etcd samples 1 in 5 mutex contention events once profiling is
 		// on, unless the process already chose a rate.
@@ -76,39 +53,85 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 		}
 		logger.Info("pprof is enabled", "path", "/debug/pprof")
 	}
-
 	certs, err := o.tls.load(o, logger)
 	if err != nil {
 		return err
 	}
-
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		o.features.metrics())
 
-	// Bind the client and peer listeners before starting the member, so a
-	// port conflict fails fast, and clients and peers queue in the backlog
-	// until they are served.
-	var peerListeners []net.Listener
+	cfg, err := memberConfig(o, fs, certs, registry, logger)
+	if err != nil {
+		return err
+	}
+	// The member owns the listeners from here on, also if it fails to
+	// start; it serves peers at once and clients once it is ready.
+	srv, err := server.New(ctx, cfg)
+	if err != nil {
+		cfg.Backend.Close()
+		return err
+	}
+	waitForStop(ctx, srv, logger)
+	srv.Stop()
+	return srv.Err()
+}
+
+// startGCHeadroom sizes the collector's headroom for a heap that is
+// mostly the key index (see package gcheadroom) until the returned
+// function stops it and restores the runtime's target.
+func startGCHeadroom(o *options, logger *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gcheadroom.Run(ctx, o.gcHeadroom(logger))
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// memberConfig is the member's configuration from the flags: the
+// listeners bound (before the member starts, so a port conflict fails
+// fast and clients and peers queue in the backlog until they are served)
+// and the storage engine opened. On error nothing stays open.
+func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prometheus.Registry, logger *slog.Logger) (cfg server.Config, err error) {
+	var peers []net.Listener
 	var bound clientListeners
 	defer func() {
-		for _, l := range peerListeners {
-			l.Close()
+		if err != nil {
+			for _, l := range peers {
+				l.Close()
+			}
+			bound.close()
 		}
-		bound.close()
 	}()
 	for _, u := range splitURLs(o.listenPeerURLs) {
 		l, err := o.listen.listen(u)
 		if err != nil {
-			return fmt.Errorf("listen for peers on %s: %w", u, err)
+			return cfg, fmt.Errorf("listen for peers on %s: %w", u, err)
 		}
-		peerListeners = append(peerListeners, wrapListener(l, u, certs.peer, "peer", logger))
+		peers = append(peers, wrapListener(l, u, certs.peer, "peer", logger))
 	}
 	if bound, err = o.openClientListeners(certs.client, logger); err != nil {
-		return err
+		return cfg, err
 	}
-
-	cfg := server.Config{
+	gatewayCreds, err := bound.gatewayCreds(certs.client)
+	if err != nil {
+		return cfg, fmt.Errorf("client TLS: %w", err)
+	}
+	clients, err := bound.serverListeners(certs.client, logger)
+	if err != nil {
+		return cfg, err
+	}
+	backend, err := openBackend(o, logger)
+	if err != nil {
+		return cfg, err
+	}
+	initial, _ := membership.ParseInitialCluster(o.initialCluster) // validated
+	cfg = server.Config{
 		Name:                        o.name,
 		DataDir:                     o.dataDir,
 		InitialCluster:              initial,
@@ -129,121 +152,54 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 		Logger:                      logger,
 		Metrics:                     registry,
 		PeerTLS:                     peerClientTLS(certs.peer),
+		PeerListeners:               peers,
+		ClientListeners:             clients,
+		Client: etcdcompat.Config{
+			MaxRequestBytes:   o.maxRequestBytes,
+			MaxTxnOps:         o.maxTxnOps,
+			Logger:            logger,
+			Metrics:           registry,
+			MetricsRegisterer: registry,
+			ExtensiveMetrics:  o.metrics == "extensive",
+			EnablePprof:       o.pprofEnabled(),
+
+			MaxConcurrentStreams: o.listen.maxConcurrentStreams,
+			KeepAliveMinTime:     o.listen.keepAliveMinTime,
+			KeepAliveInterval:    o.listen.keepAliveInterval,
+			KeepAliveTimeout:     o.listen.keepAliveTimeout,
+			DisableGateway:       !o.listen.enableGateway,
+			CORS:                 uniqueStrings(o.listen.cors),
+			HostWhitelist:        uniqueStrings(o.listen.hostWhitelist),
+			GatewayTarget:        bound.gatewayTarget(),
+			GatewayCreds:         gatewayCreds,
+		},
 	}
 	o.ops.apply(&cfg, &o.features)
 	o.raft.apply(&cfg, fs)
-	srv, err := server.New(cfg)
-	if err != nil {
-		backend.Close()
-		return err
-	}
-
-	// Peers are served at once: raft needs them to elect a leader (and a
-	// joining member to receive the state) before this member is ready.
-	peers := servePeers(peerListeners, srv, logger)
-	peerListeners = nil // owned by the peer servers now
-	defer peers.stop()
-
-	select {
-	case <-srv.Ready():
-	case <-ctx.Done():
-		srv.Stop()
-		return nil
-	case <-srv.Done():
-		return srv.Err()
-	}
-
-	gatewayCreds, err := bound.gatewayCreds(certs.client)
-	if err != nil {
-		srv.Stop()
-		return fmt.Errorf("client TLS: %w", err)
-	}
-	clients, err := etcdcompat.NewClientServer(etcdcompat.Config{
-		Member:            srv.ClientMember(),
-		MaxRequestBytes:   o.maxRequestBytes,
-		MaxTxnOps:         o.maxTxnOps,
-		Logger:            logger,
-		Metrics:           registry,
-		MetricsRegisterer: registry,
-		ExtensiveMetrics:  o.metrics == "extensive",
-		EnablePprof:       o.pprofEnabled(),
-
-		MaxConcurrentStreams: o.listen.maxConcurrentStreams,
-		KeepAliveMinTime:     o.listen.keepAliveMinTime,
-		KeepAliveInterval:    o.listen.keepAliveInterval,
-		KeepAliveTimeout:     o.listen.keepAliveTimeout,
-		DisableGateway:       !o.listen.enableGateway,
-		CORS:                 uniqueStrings(o.listen.cors),
-		HostWhitelist:        uniqueStrings(o.listen.hostWhitelist),
-		GatewayTarget:        bound.gatewayTarget(),
-		GatewayCreds:         gatewayCreds,
-	})
-	if err != nil {
-		srv.Stop()
-		return err
-	}
-	serveErr := bound.serve(clients, certs.client, logger)
-	bound = clientListeners{} // owned by the client server now
-	// As etcd: a systemd unit of Type=notify counts the member started now.
-	if sent, err := sdnotify.Ready(); err != nil {
-		logger.Warn("failed to notify systemd for readiness", "error", err)
-	} else if sent {
-		logger.Info("successfully notified init daemon")
-	}
-
-	var result error
-	select {
-	case <-ctx.Done():
-		logger.Info("received signal, stopping gracefully")
-	case err := <-serveErr:
-		if err != nil {
-			result = fmt.Errorf("serve clients: %w", err)
-		}
-	case err := <-peers.errc:
-		result = fmt.Errorf("serve peers: %w", err)
-	case <-srv.Done():
-		// Stopped on its own: removed from the cluster, or a fatal error.
-		result = srv.Err()
-	}
-	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-	defer cancel()
-	// Watch streams never end by themselves: end them first so the drain
-	// waits only for unary RPCs (their clients get etcd's "server stopped").
-	srv.WatchHub().Close()
-	clients.Stop(drainCtx)
-	srv.Stop()
-	return result
+	return cfg, nil
 }
 
-// peerServers serve the peer listeners.
-type peerServers struct {
-	servers []*http.Server
-	errc    chan error
-}
-
-// servePeers serves srv's peer handler (the transport and /members) on
-// every peer listener.
-func servePeers(listeners []net.Listener, srv *server.Server, logger *slog.Logger) *peerServers {
-	ps := &peerServers{errc: make(chan error, len(listeners))}
-	for _, l := range listeners {
-		hs := &http.Server{Handler: srv.PeerHandler(), ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-		srv.ConfigurePeerServer(hs)
-		ps.servers = append(ps.servers, hs)
-		logger.Info("serving peer traffic", "address", l.Addr().String())
-		go func(l net.Listener) {
-			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				ps.errc <- err
+// waitForStop returns on SIGTERM/SIGINT (ctx), or once the member stopped
+// on its own: removed from the cluster, a fatal error, or a listener that
+// failed. Once the member is ready it tells systemd, as etcd does: a unit
+// of Type=notify counts the member started once it serves clients.
+func waitForStop(ctx context.Context, srv *server.Server, logger *slog.Logger) {
+	ready := srv.Ready()
+	for {
+		select {
+		case <-ready:
+			ready = nil
+			if sent, err := sdnotify.Ready(); err != nil {
+				logger.Warn("failed to notify systemd for readiness", "error", err)
+			} else if sent {
+				logger.Info("successfully notified init daemon")
 			}
-		}(l)
-	}
-	return ps
-}
-
-// stop closes the peer listeners and their connections; the member has
-// stopped talking to peers by then.
-func (ps *peerServers) stop() {
-	for _, hs := range ps.servers {
-		hs.Close()
+		case <-ctx.Done():
+			logger.Info("received signal, stopping gracefully")
+			return
+		case <-srv.Done():
+			return
+		}
 	}
 }
 

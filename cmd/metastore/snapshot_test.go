@@ -72,7 +72,7 @@ func snapshotFile(t *testing.T) string {
 	if _, err := kv.Put(&pb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Commit(); err != nil {
+	if _, err := kv.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	view := kv.SnapshotView()

@@ -42,7 +42,7 @@ func testStore(t testing.TB, keys int) *kvstore.Store {
 	}
 	kv.PutAux(kvstore.BucketLease, []byte("aux"), []byte("record"))
 	kv.SetConsistentIndex(7, 2)
-	if err := kv.Commit(); err != nil {
+	if _, err := kv.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	return kv

@@ -55,7 +55,7 @@ func TestPipelinedRebuildMatches(t *testing.T) {
 					t.Fatalf("step %d: %v", step, err)
 				}
 				if rng.IntN(3) == 0 {
-					if err := s.Commit(); err != nil {
+					if _, err := s.Commit(); err != nil {
 						t.Fatal(err)
 					}
 					if err := kvstore.CompareRebuilds(s); err != nil {

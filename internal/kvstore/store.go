@@ -34,20 +34,15 @@ type Options struct {
 	// Metrics receives the store's collectors (etcd's mvcc and backend
 	// commit metrics); nil registers none.
 	Metrics prometheus.Registerer
-	// OnCommit, if set, is called at the end of each Commit with the events
-	// of the revisions that Commit made visible, in revision order. It runs
-	// on the apply goroutine and must not block. It owns the slice.
-	OnCommit func(events []mvccpb.Event)
 }
 
 // Store is the MVCC key-value store. See doc.go for the model and the
 // concurrency rules.
 type Store struct {
-	logger   *slog.Logger
-	leases   LeaseTable
-	onCommit func([]mvccpb.Event)
-	backend  Backend
-	m        *metrics
+	logger  *slog.Logger
+	leases  LeaseTable
+	backend Backend
+	m       *metrics
 
 	// current is the image readers use: everything as of the last Commit.
 	current atomic.Pointer[snapshot]
@@ -105,7 +100,7 @@ func Open(b Backend, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{logger: logger, leases: opts.Leases, onCommit: opts.OnCommit, backend: b}
+	s := &Store{logger: logger, leases: opts.Leases, backend: b}
 	if err := s.load(); err != nil {
 		return nil, fmt.Errorf("open kvstore: %w", err)
 	}
@@ -252,18 +247,20 @@ func (s *Store) AscendAux(bucket byte, fn func(key, value []byte) bool) error {
 }
 
 // Commit writes every buffered change, the consistent index and any aux
-// writes in one atomic backend batch, makes them visible to readers and
-// then calls OnCommit. An error is fatal: the store refuses further work.
-func (s *Store) Commit() error {
+// writes in one atomic backend batch and makes them visible to readers.
+// It returns the events of the revisions it made visible, in revision
+// order (the caller owns the slice; the watch hub takes them). An error
+// is fatal: the store refuses further work.
+func (s *Store) Commit() ([]mvccpb.Event, error) {
 	if err := s.usable(); err != nil {
-		return err
+		return nil, err
 	}
 	w := &s.w
 	if w.txn != nil {
-		return errors.New("kvstore: Commit with a write transaction still open")
+		return nil, errors.New("kvstore: Commit with a write transaction still open")
 	}
 	if w.batch.Len() == 0 && !w.appliedDirty {
-		return nil
+		return nil, nil
 	}
 	if w.appliedDirty {
 		var v [16]byte
@@ -276,7 +273,7 @@ func (s *Store) Commit() error {
 	s.m.commitSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.failed = fmt.Errorf("kvstore: commit failed, store unusable: %w", err)
-		return w.failed
+		return nil, w.failed
 	}
 	s.publish(s.backend.ReadView())
 	events := w.events
@@ -284,10 +281,7 @@ func (s *Store) Commit() error {
 	w.events = nil
 	w.appliedDirty = false
 	clear(w.pending)
-	if s.onCommit != nil && len(events) > 0 {
-		s.onCommit(events)
-	}
-	return nil
+	return events, nil
 }
 
 // SnapshotView returns the image as of the last Commit, for raft

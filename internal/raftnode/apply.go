@@ -84,16 +84,21 @@ func (n *Node) applyBatch(ap toApply) error {
 			continue
 		}
 		if isConfChange(ents[i].Type) {
-			n.deliver(ents[start:i], nil)
-			cs, err := n.applyConfChange(&ents[i])
-			if err != nil {
+			if err := n.deliver(ents[start:i]); err != nil {
 				return err
 			}
-			n.deliver(ents[i:i+1], cs)
+			if err := n.applyConfChange(&ents[i]); err != nil {
+				return err
+			}
+			if err := n.deliver(ents[i : i+1]); err != nil {
+				return err
+			}
 			start = i + 1
 		}
 	}
-	n.deliver(ents[start:], nil)
+	if err := n.deliver(ents[start:]); err != nil {
+		return err
+	}
 	n.appliedIndex.Store(st.applied)
 	n.appliedWaits.advance(st.applied)
 	n.metrics.proposalsApplied.Set(float64(st.applied))
@@ -101,9 +106,11 @@ func (n *Node) applyBatch(ap toApply) error {
 }
 
 // deliver passes ents to the state machine, minus those it already holds.
-func (n *Node) deliver(ents []raftpb.Entry, cs *raftpb.ConfState) {
+// Its error is the state machine's, which stops the node (runApply): this
+// is the one place a failed Apply is handled.
+func (n *Node) deliver(ents []raftpb.Entry) error {
 	if len(ents) == 0 {
-		return
+		return nil
 	}
 	st := &n.apply
 	st.processed = ents[len(ents)-1].Index
@@ -113,32 +120,34 @@ func (n *Node) deliver(ents []raftpb.Entry, cs *raftpb.ConfState) {
 	}
 	ents = ents[skip:]
 	if len(ents) == 0 {
-		return // cs, if any, belongs to an entry the state machine holds
+		return nil
 	}
-	n.sm.Apply(ents, cs)
+	if err := n.sm.Apply(ents); err != nil {
+		return fmt.Errorf("raftnode: state machine failed to apply entries %d-%d: %w", ents[0].Index, ents[len(ents)-1].Index, err)
+	}
 	last := ents[len(ents)-1]
 	st.applied, st.appliedTerm = last.Index, last.Term
 	for i := range ents {
 		st.loggedBytes += uint64(len(ents[i].Data))
 	}
+	return nil
 }
 
 // applyConfChange applies the conf change entry e to raft's configuration,
-// unless the state machine vetoes it (ConfChangeValidator), and returns the
-// configuration raft then holds.
-func (n *Node) applyConfChange(e *raftpb.Entry) (*raftpb.ConfState, error) {
+// unless the state machine vetoes it (ConfChangeValidator).
+func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	var cc raftpb.ConfChangeI
 	switch e.Type {
 	case raftpb.EntryConfChange:
 		var c raftpb.ConfChange
 		if err := c.Unmarshal(e.Data); err != nil {
-			return nil, fmt.Errorf("raftnode: decode conf change at %d: %w", e.Index, err)
+			return fmt.Errorf("raftnode: decode conf change at %d: %w", e.Index, err)
 		}
 		cc = c
 	default:
 		var c raftpb.ConfChangeV2
 		if err := c.Unmarshal(e.Data); err != nil {
-			return nil, fmt.Errorf("raftnode: decode conf change at %d: %w", e.Index, err)
+			return fmt.Errorf("raftnode: decode conf change at %d: %w", e.Index, err)
 		}
 		cc = c
 	}
@@ -156,7 +165,7 @@ func (n *Node) applyConfChange(e *raftpb.Entry) (*raftpb.ConfState, error) {
 	if !vetoed {
 		n.logger.Info("applied conf change", "index", e.Index, "voters", cs.Voters, "learners", cs.Learners)
 	}
-	return cs, nil
+	return nil
 }
 
 // vetoedConfChange is what raft applies in place of a vetoed change: a

@@ -33,7 +33,7 @@ func (s *countingSM) AppliedIndex() uint64 {
 	return s.applied
 }
 
-func (s *countingSM) Apply(ents []raftpb.Entry, _ *raftpb.ConfState) {
+func (s *countingSM) Apply(ents []raftpb.Entry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range ents {
@@ -49,6 +49,7 @@ func (s *countingSM) Apply(ents []raftpb.Entry, _ *raftpb.ConfState) {
 		close(s.reached)
 		s.reached = nil
 	}
+	return nil
 }
 
 // expect returns a channel closed once n payload entries were applied.

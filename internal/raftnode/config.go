@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/snapfile"
 )
 
 // StateMachine is what the replicated log drives. raftnode calls Apply,
@@ -27,12 +30,12 @@ type StateMachine interface {
 	// Apply applies committed entries in log order. EntryNormal entries
 	// with empty Data (a new leader's empty entry) are passed too: they
 	// advance the index. A conf-change entry comes alone in its batch,
-	// after the entries before it were applied, with confState the
-	// configuration raft holds once it took effect: unchanged if the
-	// state machine vetoed it (ConfChangeValidator). confState is nil for
-	// a batch without a conf change. Entries and their Data must not be
-	// modified.
-	Apply(entries []raftpb.Entry, confState *raftpb.ConfState)
+	// after the entries before it were applied and after raft's
+	// configuration took the change (or, vetoed by ConfChangeValidator,
+	// did not). Entries and their Data must not be modified. An error
+	// means the state machine can no longer follow the log: the node
+	// stops (Node.Err says why) rather than go on and diverge.
+	Apply(entries []raftpb.Entry) error
 	// Snapshot returns an image of the state as of the last Apply.
 	Snapshot() (Image, error)
 	// Restore replaces the whole state with an image written by a
@@ -82,18 +85,34 @@ type Image interface {
 	Release()
 }
 
-// Transport carries raft messages to the other members.
+// Transport carries raft messages to the other members. Whoever creates
+// it passes it in Config and stops it after Node.Stop.
 type Transport interface {
+	// Attach connects the transport's receiving side to the node. Start
+	// calls it once, when the node's files are open and before raft runs:
+	// until then the transport refuses raft traffic.
+	Attach(local Local)
 	// Send queues msgs for delivery and returns without blocking: a
 	// message that cannot be queued is dropped and its destination
-	// reported with Node.ReportUnreachable. Send must not keep msgs or
+	// reported with Local.ReportUnreachable. Send must not keep msgs or
 	// their Entries slices after it returns (copy what it queues). For a
-	// MsgSnap it must stream the snapshot file (Node.Snapshots) and call
-	// Node.ReportSnapshot when done; the receiving transport must store
+	// MsgSnap it must stream the snapshot file (Local.Snapshots) and call
+	// Local.ReportSnapshot when done; the receiving transport must store
 	// that file with snapfile.Store.Save before stepping the MsgSnap.
 	Send(msgs []raftpb.Message)
-	// Stop releases the transport; Node.Stop calls it.
-	Stop()
+}
+
+// Local is the node as its transport drives it; *Node implements it.
+type Local interface {
+	// Step hands raft a message received from a peer.
+	Step(ctx context.Context, m raftpb.Message) error
+	// ReportUnreachable tells raft a message to id was not delivered.
+	ReportUnreachable(id uint64)
+	// ReportSnapshot tells raft how sending a snapshot to id ended.
+	ReportSnapshot(id uint64, status raft.SnapshotStatus)
+	// Snapshots is the snapshot file store outgoing snapshots are read
+	// from and incoming ones saved to.
+	Snapshots() *snapfile.Store
 }
 
 // Config describes one member.

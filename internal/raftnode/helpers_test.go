@@ -48,8 +48,6 @@ type fakeSM struct {
 type fakeState struct {
 	Applied  uint64
 	Payloads []string
-	Voters   []uint64
-	Learners []uint64
 	// ConfChanges counts the conf-change entries applied.
 	ConfChanges int
 	// Vetoed are the indexes of the conf changes this state machine
@@ -94,7 +92,7 @@ func (s *fakeSM) AppliedIndex() uint64 {
 	return s.state.Applied
 }
 
-func (s *fakeSM) Apply(ents []raftpb.Entry, cs *raftpb.ConfState) {
+func (s *fakeSM) Apply(ents []raftpb.Entry) error {
 	s.mu.Lock()
 	if s.inApply {
 		s.violate(fmt.Errorf("concurrent Apply calls"))
@@ -110,28 +108,18 @@ func (s *fakeSM) Apply(ents []raftpb.Entry, cs *raftpb.ConfState) {
 		if e.Index != s.state.Applied+1 {
 			s.violate(fmt.Errorf("applied entry %d after %d", e.Index, s.state.Applied))
 		}
-		if cs != nil && !isConfChange(e.Type) {
-			s.violate(fmt.Errorf("confState passed with a batch holding entry %d, not a conf change", e.Index))
-		}
-		if isConfChange(e.Type) && (cs == nil || len(ents) != 1) {
-			s.violate(fmt.Errorf("conf change %d not alone in its batch or without confState", e.Index))
+		if isConfChange(e.Type) && len(ents) != 1 {
+			s.violate(fmt.Errorf("conf change %d not alone in its batch", e.Index))
 		}
 		s.state.Applied = e.Index
 		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
 			s.state.Payloads = append(s.state.Payloads, string(e.Data))
 		}
-		if isConfChange(e.Type) && cs != nil {
+		if isConfChange(e.Type) {
 			s.state.ConfChanges++
-			voters, learners := slices.Clone(cs.Voters), slices.Clone(cs.Learners)
-			slices.Sort(voters)
-			slices.Sort(learners)
 			if s.vetoing == e.Index {
 				s.state.Vetoed = append(s.state.Vetoed, e.Index)
-				if !slices.Equal(voters, s.state.Voters) || !slices.Equal(learners, s.state.Learners) {
-					s.violate(fmt.Errorf("vetoed conf change %d changed the configuration to voters %v learners %v", e.Index, voters, learners))
-				}
 			}
-			s.state.Voters, s.state.Learners = voters, learners
 		}
 		s.notifyLocked()
 		s.mu.Unlock()
@@ -139,6 +127,7 @@ func (s *fakeSM) Apply(ents []raftpb.Entry, cs *raftpb.ConfState) {
 	s.mu.Lock()
 	s.inApply = false
 	s.mu.Unlock()
+	return nil
 }
 
 func (s *fakeSM) violate(err error) {
@@ -451,7 +440,7 @@ func (t *memTransport) Send(msgs []raftpb.Message) {
 	}
 }
 
-func (t *memTransport) Stop() {}
+func (t *memTransport) Attach(Local) {}
 
 // copySnapshot streams the sender's snapshot file for meta into the
 // receiver's store.

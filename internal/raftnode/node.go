@@ -17,6 +17,8 @@ import (
 	"github.com/metastore-io/metastore/internal/wal"
 )
 
+var _ Local = (*Node)(nil)
+
 var (
 	// ErrStopped is returned by calls on a stopped (or stopping) node.
 	ErrStopped = errors.New("raftnode: stopped")
@@ -131,6 +133,9 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 			err = errors.Join(err, n.wal.Close())
 		}
 		return nil, err
+	}
+	if n.transport != nil {
+		n.transport.Attach(n)
 	}
 	n.loops.Add(3)
 	go n.runRaft()
@@ -266,7 +271,7 @@ func (n *Node) Snapshots() *snapfile.Store { return n.snaps }
 
 // Stop shuts the node down gracefully: new calls get ErrStopped, the apply
 // in progress finishes, a snapshot being written completes, and the WAL is
-// synced and closed. It is idempotent and waits for the shutdown to finish.
+// synced and closed. The transport is its creator's to stop, after this. It is idempotent and waits for the shutdown to finish.
 func (n *Node) Stop() {
 	n.stopOnce.Do(func() {
 		close(n.stopping)
@@ -274,9 +279,6 @@ func (n *Node) Stop() {
 		n.loops.Wait()
 		n.raft.Stop()
 		n.snapshotWG.Wait()
-		if n.transport != nil {
-			n.transport.Stop()
-		}
 		if err := n.wal.Close(); err != nil {
 			n.setErr(fmt.Errorf("raftnode: close WAL: %w", err))
 		}

@@ -230,7 +230,7 @@ func (t *gatedTransport) Send(msgs []raftpb.Message) {
 	}
 }
 
-func (t *gatedTransport) Stop() { t.inner.Stop() }
+func (t *gatedTransport) Attach(l Local) { t.inner.Attach(l) }
 
 // Every member's ReadIndex requests meet in the leader's raft, which keys
 // pending requests by their context and silently drops a second request

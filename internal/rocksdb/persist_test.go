@@ -33,7 +33,7 @@ func TestStoreImagesPersistInPlace(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.SetConsistentIndex(7, 1)
-			if err := s.Commit(); err != nil {
+			if _, err := s.Commit(); err != nil {
 				t.Fatal(err)
 			}
 			view := s.SnapshotView()

@@ -93,7 +93,7 @@ func loadReopenData(b *testing.B, dir string, opts rocksdb.Options, keys int) {
 			}
 		}
 		s.SetConsistentIndex(uint64(i), 1)
-		if err := s.Commit(); err != nil {
+		if _, err := s.Commit(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -65,8 +65,11 @@ func (a *applier) AppliedIndex() uint64 {
 	return index
 }
 
-// Apply applies committed entries in log order.
-func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
+// Apply applies committed entries in log order, commits them to the store
+// as one batch, hands their events to the watch hub and answers their
+// proposers. An error (the store can no longer follow the log) stops the
+// raft node, and with it the member.
+func (a *applier) Apply(entries []raftpb.Entry) error {
 	kv := a.s.kv
 	applied := a.AppliedIndex()
 	for i := range entries {
@@ -84,14 +87,18 @@ func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
 		}
 		kv.SetConsistentIndex(e.Index, e.Term)
 	}
-	if err := kv.Commit(); err != nil {
+	events, err := kv.Commit()
+	if err != nil {
 		// The store can no longer follow the log; continuing would diverge.
-		a.s.fatal("commit applied entries to the store", err)
 		for _, r := range a.results {
 			a.s.wait.Trigger(r.id, applyResult{err: ErrStopped})
 		}
 		a.results = a.results[:0]
-		return
+		return fmt.Errorf("commit applied entries to the store: %w", err)
+	}
+	if len(events) > 0 {
+		// Never blocks on watchers.
+		a.s.hub.Publish(kv.Rev(), events)
 	}
 	if n := len(entries); n > 0 {
 		a.s.applied.advance(entries[n-1].Index)
@@ -108,12 +115,17 @@ func (a *applier) Apply(entries []raftpb.Entry, _ *raftpb.ConfState) {
 	a.results = a.results[:0]
 	if a.raiseNoSpace {
 		a.raiseNoSpace = false
-		go a.s.raiseNoSpaceThenAnswer(held)
+		if a.s.spawn(func() { a.s.raiseNoSpaceThenAnswer(held) }) != nil {
+			for _, r := range held {
+				a.s.wait.Trigger(r.id, applyResult{err: ErrStopped})
+			}
+		}
 	}
 	if a.membersChanged {
 		a.membersChanged = false
 		a.s.syncPeers()
 	}
+	return nil
 }
 
 func (a *applier) applyNormal(e *raftpb.Entry) {

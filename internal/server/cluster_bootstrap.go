@@ -47,7 +47,7 @@ type identity struct {
 //     the running members' peer URLs, must match --initial-cluster, and
 //     gives this member's ID (the one `member add` chose) and the cluster
 //     ID; raft starts empty and the leader sends it the state.
-func resolveIdentity(cfg Config, memberDir string, client *http.Client) (identity, error) {
+func resolveIdentity(ctx context.Context, cfg Config, memberDir string, client *http.Client) (identity, error) {
 	recorded, exists, err := raftnode.ReadIdentityAt(memberDir, cfg.WALDir, cfg.Logger)
 	if err != nil {
 		return identity{}, fmt.Errorf("server: %w", err)
@@ -58,7 +58,7 @@ func resolveIdentity(cfg Config, memberDir string, client *http.Client) (identit
 	if cfg.NewCluster {
 		return newClusterIdentity(cfg)
 	}
-	return joinIdentity(cfg, client)
+	return joinIdentity(ctx, cfg, client)
 }
 
 func restartIdentity(cfg Config, memberDir string, recorded raftnode.Identity) (identity, error) {
@@ -114,7 +114,7 @@ func newClusterIdentity(cfg Config) (identity, error) {
 // URLs of --initial-cluster and matches it against the flags (etcd's
 // ValidateClusterAndAssignIDs): same member count, every running member's
 // peer URLs equal to one --initial-cluster entry's.
-func joinIdentity(cfg Config, client *http.Client) (identity, error) {
+func joinIdentity(ctx context.Context, cfg Config, client *http.Client) (identity, error) {
 	var urls []string
 	for _, m := range cfg.InitialCluster {
 		if m.Name != cfg.Name {
@@ -124,7 +124,7 @@ func joinIdentity(cfg Config, client *http.Client) (identity, error) {
 	if len(urls) == 0 {
 		return identity{}, errors.New("--initial-cluster-state=existing but --initial-cluster names no other member to join")
 	}
-	remote, err := fetchClusterMembers(client, urls)
+	remote, err := fetchClusterMembers(ctx, client, urls)
 	if err != nil {
 		return identity{}, fmt.Errorf("cannot fetch cluster info from peer urls: %w", err)
 	}
@@ -151,10 +151,10 @@ func joinIdentity(cfg Config, client *http.Client) (identity, error) {
 
 // fetchClusterMembers asks each URL in turn for the member list and
 // returns the first answer.
-func fetchClusterMembers(client *http.Client, urls []string) (remoteCluster, error) {
+func fetchClusterMembers(ctx context.Context, client *http.Client, urls []string) (remoteCluster, error) {
 	var errs []error
 	for _, u := range urls {
-		ctx, cancel := context.WithTimeout(context.Background(), fetchMembersTimeout)
+		ctx, cancel := context.WithTimeout(ctx, fetchMembersTimeout)
 		rc, err := getMembers(ctx, client, u)
 		cancel()
 		if err == nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,7 +27,7 @@ func TestRestartIdentityComesFromTheLog(t *testing.T) {
 	}
 	for _, newCluster := range []bool{true, false} {
 		cfg.NewCluster = newCluster
-		id, err := resolveIdentity(cfg, memberDir, http.DefaultClient)
+		id, err := resolveIdentity(context.Background(), cfg, memberDir, http.DefaultClient)
 		if err != nil || id.memberID != 0xabc || id.clusterID != 0xdef || id.join || id.bootstrap != nil {
 			t.Fatalf("restart with --initial-cluster-state new=%v: %+v, %v", newCluster, id, err)
 		}
@@ -46,7 +47,7 @@ func TestJoinIdentityFromRunningCluster(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Name, cfg.NewCluster, cfg.PeerURLs = "new", false, []string{"http://new:2380"}
 	cfg.InitialCluster = []membership.InitialMember{{Name: "m0", PeerURLs: []string{srv.URL}}, {Name: "new", PeerURLs: []string{"http://new:2380"}}}
-	id, err := resolveIdentity(cfg, filepath.Join(cfg.DataDir, "member"), srv.Client())
+	id, err := resolveIdentity(context.Background(), cfg, filepath.Join(cfg.DataDir, "member"), srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestJoinIdentityFromRunningCluster(t *testing.T) {
 	}
 	// A flag set that does not match the running cluster is refused.
 	cfg.InitialCluster = cfg.InitialCluster[1:]
-	if _, err := resolveIdentity(cfg, filepath.Join(cfg.DataDir, "member"), srv.Client()); err == nil {
+	if _, err := resolveIdentity(context.Background(), cfg, filepath.Join(cfg.DataDir, "member"), srv.Client()); err == nil {
 		t.Fatal("an --initial-cluster that does not match the running cluster was accepted")
 	}
 }

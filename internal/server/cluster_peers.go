@@ -143,25 +143,6 @@ func (s *Server) syncPeers() {
 	}
 }
 
-// removedFromCluster stops this member shortly after it applied its own
-// removal, long enough for the entry to reach the others (etcd's
-// stopWithDelay); a removed leader keeps leading until then.
-func (s *Server) removedFromCluster() {
-	s.removedOnce.Do(func() {
-		s.log.Warn("this member was removed from the cluster; stopping")
-		s.setErr(ErrRemoved)
-		go func() {
-			t := time.NewTimer(removedStopDelay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-s.stopping:
-			}
-			s.stop()
-		}()
-	})
-}
-
 // activeSince is when the stream to member id came up; zero while it is
 // down or id is not a peer.
 func (s *Server) activeSince(id uint64) time.Time {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"testing"
 	"time"
 
@@ -27,7 +26,6 @@ type testMember struct {
 	cfg      Config
 	srv      *Server
 	listener net.Listener
-	http     *http.Server
 }
 
 // startTestCluster starts n members on loopback peer listeners and waits
@@ -86,24 +84,20 @@ func clusterTestConfig(t *testing.T, m *testMember, initial []membership.Initial
 
 func (m *testMember) peerURL() string { return "http://" + m.listener.Addr().String() }
 
-// start creates the member and serves its peer listener.
+// start creates the member, which serves its peer listener.
 func (m *testMember) start(t *testing.T) {
 	t.Helper()
-	s, err := New(m.cfg)
+	cfg := m.cfg
+	cfg.PeerListeners = []net.Listener{m.listener}
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start %s: %v", m.name, err)
 	}
 	m.srv = s
-	m.http = &http.Server{Handler: s.PeerHandler()}
-	s.ConfigurePeerServer(m.http)
-	go m.http.Serve(m.listener)
 	t.Cleanup(m.stop)
 }
 
-func (m *testMember) stop() {
-	m.srv.Stop()
-	m.http.Close()
-}
+func (m *testMember) stop() { m.srv.Stop() }
 
 func (m *testMember) waitReady(t *testing.T) {
 	t.Helper()

@@ -246,7 +246,7 @@ func (c *corruptionChecker) periodicCheck() error {
 		s.log.Warn(msg, args...)
 		if !alarmed {
 			alarmed = true
-			go s.raiseCorrupt(id)
+			_ = s.spawn(func() { s.raiseCorrupt(id) })
 		}
 	}
 	if h2.Hash != h.Hash && h2.HashRevision == h.HashRevision && h.CompactRevision == h2.CompactRevision {
@@ -325,7 +325,7 @@ func (c *corruptionChecker) compactHashCheck() {
 	if !found {
 		s.log.Error("Detected compaction hash mismatch but cannot identify the corrupted members, so intentionally set the memberID as 0",
 			"leader-revision", compactRev, "leader-hash", h.Hash)
-		go s.raiseCorrupt(0)
+		_ = s.spawn(func() { s.raiseCorrupt(0) })
 		return
 	}
 	for hash, ids := range groups {
@@ -334,7 +334,7 @@ func (c *corruptionChecker) compactHashCheck() {
 		}
 		for _, id := range ids {
 			s.log.Error("Detected compaction hash mismatch", "leader-compact-revision", compactRev, "peer-hash", hash, "peer-id", fmt.Sprintf("%x", id))
-			go s.raiseCorrupt(id)
+			_ = s.spawn(func() { s.raiseCorrupt(id) })
 		}
 	}
 }
@@ -349,7 +349,7 @@ func (s *Server) raiseCorrupt(id uint64) {
 // monitorCorruption runs the periodic check every interval on the leader
 // (etcd's monitorKVHash).
 func (s *Server) monitorCorruption(interval time.Duration, check func() error) {
-	defer s.stoppedWG.Done()
+	defer s.serving.Done()
 	s.log.Info("enabled corruption checking", "interval", interval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -371,7 +371,7 @@ func (s *Server) monitorCorruption(interval time.Duration, check func() error) {
 // monitorCompactHash runs the compact hash check every interval on the
 // leader (etcd's monitorCompactHash).
 func (s *Server) monitorCompactHash(interval time.Duration) {
-	defer s.stoppedWG.Done()
+	defer s.serving.Done()
 	for {
 		select {
 		case <-s.stopping:
@@ -388,7 +388,7 @@ func (s *Server) monitorCompactHash(interval time.Duration) {
 // startCorruptionMonitors starts the periodic checks the config enables.
 func (s *Server) startCorruptionMonitors() {
 	if s.cfg.CorruptCheckTime > 0 {
-		s.stoppedWG.Add(1)
+		s.serving.Add(1)
 		go s.monitorCorruption(s.cfg.CorruptCheckTime, s.corruption.periodicCheck)
 	}
 	if s.cfg.CompactHashCheck {
@@ -396,7 +396,7 @@ func (s *Server) startCorruptionMonitors() {
 		if interval <= 0 {
 			interval = time.Minute
 		}
-		s.stoppedWG.Add(1)
+		s.serving.Add(1)
 		go s.monitorCompactHash(interval)
 	}
 }

@@ -36,8 +36,16 @@
 //     conf changes, and keeping the peer transport's peer list in step.
 //   - forward*.go: requests only the leader can answer (lease keep-alive and
 //     time-to-live, learner promotion) forwarded to it over the transport.
-//   - The watch hub (internal/watch) is fed from the store's OnCommit in the
-//     apply goroutine and never blocks it.
+//   - The watch hub (internal/watch) gets the events each store commit
+//     returns, from the applier, and never blocks it.
+//   - lifecycle.go: who starts and stops what. New builds the member in
+//     one direction (open the store, build the state machine, start raft,
+//     start serving; each part is given what it needs when built), and
+//     shutdown stops the parts in reverse, each by its owner: the server
+//     creates and stops the transport, the peer and client servers, and
+//     every goroutine it starts (supervise, publish, serving, and the
+//     work beside apply that holds the store, such as a defragmentation).
+//     Stop returns once all of it has ended.
 //   - snapshot*.go: the client snapshot (`etcdctl snapshot save`), a
 //     point-in-time image streamed from a store read view (package
 //     backup), and RestoreSnapshot, which turns such a file into the data

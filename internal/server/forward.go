@@ -52,20 +52,17 @@ func (s *Server) forward(ctx context.Context, to uint64, method string, req mars
 	return decodeReply(reply)
 }
 
-// peerForwarder is the LeaderForwarder of the lease code: keep-alives and
-// time-to-live queries reach the leader's lease clock over the transport.
+// forwardRenew and forwardTimeToLive take keep-alives and time-to-live
+// queries from a follower to the leader's lease clock over the transport
+// (atLeader).
 //
 // A request that cannot be delivered (the leader just died, or the
 // connection is being re-established) is reported as lease.ErrNotPrimary:
 // no primary lessor answered, so the caller retries with whoever leads
 // next, within its request timeout, exactly as when the leader itself
 // answers that it is not primary yet.
-type peerForwarder struct{ s *Server }
-
-var _ LeaderForwarder = peerForwarder{}
-
-func (f peerForwarder) ForwardRenew(ctx context.Context, leader uint64, id int64) (int64, error) {
-	body, err := f.s.forward(ctx, leader, methodLeaseRenew, &pb.LeaseKeepAliveRequest{ID: id})
+func (s *Server) forwardRenew(ctx context.Context, leader uint64, id int64) (int64, error) {
+	body, err := s.forward(ctx, leader, methodLeaseRenew, &pb.LeaseKeepAliveRequest{ID: id})
 	if err != nil {
 		return -1, retryableForwardError(err)
 	}
@@ -76,8 +73,8 @@ func (f peerForwarder) ForwardRenew(ctx context.Context, leader uint64, id int64
 	return resp.TTL, nil
 }
 
-func (f peerForwarder) ForwardTimeToLive(ctx context.Context, leader uint64, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
-	body, err := f.s.forward(ctx, leader, methodLeaseTimeToLive, r)
+func (s *Server) forwardTimeToLive(ctx context.Context, leader uint64, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	body, err := s.forward(ctx, leader, methodLeaseTimeToLive, r)
 	if err != nil {
 		return nil, retryableForwardError(err)
 	}
@@ -89,7 +86,7 @@ func (f peerForwarder) ForwardTimeToLive(ctx context.Context, leader uint64, r *
 }
 
 // retryableForwardError turns a delivery failure into lease.ErrNotPrimary
-// (see peerForwarder); an answer from the leader is kept as it is.
+// (see forwardRenew); an answer from the leader is kept as it is.
 func retryableForwardError(err error) error {
 	if isForwardFailure(err) {
 		return fmt.Errorf("%w: %w", lease.ErrNotPrimary, err)

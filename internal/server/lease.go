@@ -19,22 +19,12 @@ import (
 // a new leader still applying the previous term): etcd's 50 ms.
 const leaseRetryInterval = 50 * time.Millisecond
 
-// LeaderForwarder carries the lease requests only the leader's clock can
-// answer from a follower to the leader. The peer transport (issue 5)
-// implements it; without one a follower waits until it leads itself or
-// the request times out.
-type LeaderForwarder interface {
-	ForwardRenew(ctx context.Context, leader uint64, id int64) (ttl int64, err error)
-	ForwardTimeToLive(ctx context.Context, leader uint64, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error)
-}
-
 // memberLeases wires the lease table into the member: it is the lessor's
 // Proposer, applies the lease entries, routes keep-alives and TTL queries
 // to the primary, and promotes or demotes the lessor as leadership moves.
 type memberLeases struct {
 	s               *Server
 	lessor          *lease.Lessor
-	forwarder       LeaderForwarder
 	electionTimeout time.Duration
 
 	mu     sync.Mutex
@@ -202,59 +192,28 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 	return res.resp.(*pb.LeaseRevokeResponse), nil
 }
 
-// LeaseRenew is one keep-alive. The leader renews on its own clock once a
-// ReadIndex round confirms it still leads and has applied everything
-// committed (etcd's ensureLeadership and waitAppliedIndex); a follower
-// forwards to the leader. Until one of them can answer it retries, within
-// the request timeout.
+// LeaseRenew is one keep-alive, answered by the leader's clock
+// (atLeader).
 func (s *Server) LeaseRenew(ctx context.Context, id int64) (int64, error) {
-	var ttl int64
-	err := s.leases.untilAnswered(ctx, func(ctx context.Context, leader uint64) (bool, error) {
-		var err error
-		switch {
-		case leader == s.id:
-			if err = s.node.LinearizableRead(ctx); err != nil {
-				return false, nil
-			}
-			ttl, err = s.leases.lessor.Renew(ctx, id)
-		case leader != 0 && s.leases.forwarder != nil:
-			ttl, err = s.leases.forwarder.ForwardRenew(ctx, leader, id)
-		default:
-			return false, nil
-		}
-		if errors.Is(err, lease.ErrNotPrimary) {
-			return false, nil
-		}
-		return true, err
-	})
+	ttl, err := atLeader(ctx, s,
+		func(ctx context.Context) (int64, error) { return s.leases.lessor.Renew(ctx, id) },
+		func(ctx context.Context, leader uint64) (int64, error) { return s.forwardRenew(ctx, leader, id) })
 	if err != nil {
 		return -1, err
 	}
 	return ttl, nil
 }
 
-// LeaseTimeToLive reads a lease's remaining TTL from the leader's clock,
-// the same way LeaseRenew reaches it.
+// LeaseTimeToLive reads a lease's remaining TTL from the leader's clock
+// (atLeader).
 func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
-	var resp *pb.LeaseTimeToLiveResponse
-	err := s.leases.untilAnswered(ctx, func(ctx context.Context, leader uint64) (bool, error) {
-		var err error
-		switch {
-		case leader == s.id:
-			if err = s.node.LinearizableRead(ctx); err != nil {
-				return false, nil
-			}
-			resp, err = s.leases.lessor.TimeToLive(r.ID, r.Keys)
-		case leader != 0 && s.leases.forwarder != nil:
-			resp, err = s.leases.forwarder.ForwardTimeToLive(ctx, leader, r)
-		default:
-			return false, nil
-		}
-		if errors.Is(err, lease.ErrNotPrimary) {
-			return false, nil
-		}
-		return true, err
-	})
+	resp, err := atLeader(ctx, s,
+		func(context.Context) (*pb.LeaseTimeToLiveResponse, error) {
+			return s.leases.lessor.TimeToLive(r.ID, r.Keys)
+		},
+		func(ctx context.Context, leader uint64) (*pb.LeaseTimeToLiveResponse, error) {
+			return s.forwardTimeToLive(ctx, leader, r)
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +221,34 @@ func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveReque
 		resp.Header = &pb.ResponseHeader{}
 	}
 	return resp, nil
+}
+
+// atLeader answers a lease request that only the leader's clock can
+// answer: the leader runs local once a ReadIndex round confirms it still
+// leads and has applied everything committed (etcd's ensureLeadership and
+// waitAppliedIndex); a follower forwards it to the leader (remote). Until
+// one of them can answer, it retries within the request timeout.
+func atLeader[T any](ctx context.Context, s *Server, local func(context.Context) (T, error), remote func(ctx context.Context, leader uint64) (T, error)) (T, error) {
+	var res T
+	err := s.leases.untilAnswered(ctx, func(ctx context.Context, leader uint64) (bool, error) {
+		var err error
+		switch {
+		case leader == s.id:
+			if err = s.node.LinearizableRead(ctx); err != nil {
+				return false, nil
+			}
+			res, err = local(ctx)
+		case leader != 0:
+			res, err = remote(ctx, leader)
+		default:
+			return false, nil
+		}
+		if errors.Is(err, lease.ErrNotPrimary) {
+			return false, nil
+		}
+		return true, err
+	})
+	return res, err
 }
 
 // LeaseLeases lists the leases this member knows (local, as etcd).

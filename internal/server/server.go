@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/compactor"
@@ -25,6 +26,7 @@ import (
 	"github.com/metastore-io/metastore/internal/raftnode"
 	"github.com/metastore-io/metastore/internal/transport"
 	"github.com/metastore-io/metastore/internal/watch"
+	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
 // Config is what a member needs to start. cmd/metastore fills it from etcd's
@@ -114,10 +116,32 @@ type Config struct {
 	// peer: raft traffic, snapshots, forwarded requests and the member
 	// list fetched when joining (--peer-cert-file, ...). Nil: http only.
 	PeerTLS transport.ClientTLS
+
+	// PeerListeners are served the peer API from New on; ClientListeners
+	// etcd's client API (Client, whose Member the server fills in) once
+	// the member is ready. The server owns them from New on, also when
+	// New fails, and closes them on Stop. Either may be empty (tests).
+	PeerListeners   []net.Listener
+	ClientListeners []ClientListener
+	Client          etcdcompat.Config
+}
+
+// ClientListener is one client listener and how the client server serves
+// it until it stops: one of etcdcompat.ClientServer's Serve methods
+// (ServeKind, ServeTLS, ServeMetrics); nil means Serve.
+type ClientListener struct {
+	Listener net.Listener
+	Serve    func(clients *etcdcompat.ClientServer, l net.Listener) error
 }
 
 // Server is one MetaStore member: it turns client requests into Raft
 // proposals, applies committed entries to the MVCC store, and answers reads.
+//
+// New builds it in one direction, each part from the ones before it
+// (open the store, build the state machine, start raft, start serving),
+// and shutdown stops them in reverse; every goroutine, listener and the
+// transport are started by the Server and stopped and waited for by it
+// (lifecycle.go).
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
@@ -149,31 +173,66 @@ type Server struct {
 	// (defragProgressInterval; tests shorten it).
 	defragLogEvery time.Duration
 
+	// clients serves etcd's client API, peerServers the peer API.
+	clients     *etcdcompat.ClientServer
+	peerServers []*http.Server
+
 	wait       *waitRegistry
 	reqIDs     *requestIDs
 	reqTimeout time.Duration
 
 	readyc      chan struct{} // closed once this member published itself
-	stopping    chan struct{} // closed when Stop begins
-	done        chan struct{} // closed when Stop has finished
+	stopping    chan struct{} // closed when shutdown begins
+	done        chan struct{} // closed when shutdown has finished
+	failed      chan struct{} // closed by fatal
+	removed     chan struct{} // closed once this member applied its removal
 	stopOnce    sync.Once
+	failOnce    sync.Once
 	removedOnce sync.Once
-	stoppedWG   sync.WaitGroup
-	// images counts the snapshot images (Snapshot) not yet released:
-	// stop closes the store only once all are, since each holds a read
-	// view of it. imagesClosed, set by stop under imagesMu, refuses new
-	// ones, so images.Add never races images.Wait.
-	imagesMu     sync.Mutex
-	imagesClosed bool
-	images       sync.WaitGroup
-	errMu        sync.Mutex
-	err          error // why the member stopped on its own (Err)
+	// supervisor is supervise (lifecycle.go); serving the goroutines that
+	// serve listeners, publish the member and monitor corruption; users
+	// the work beside apply that holds the store.
+	supervisor sync.WaitGroup
+	serving    sync.WaitGroup
+	users      storeUsers
+	errMu      sync.Mutex
+	err        error // why the member stopped on its own (Err)
+
+	// who and memberDir are what newServer decided, for startRaft.
+	who       identity
+	memberDir string
 }
 
 // New starts a member: it opens (or creates) its Raft log, recovers its
-// state, and begins to take part in the cluster. Client requests are
-// accepted once Ready is closed.
-func New(cfg Config) (*Server, error) {
+// state, begins to take part in the cluster and serves its peer
+// listeners; its client listeners are served once Ready is closed. ctx
+// bounds the start (fetching the member list when joining).
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	s, err := newServer(ctx, cfg)
+	if err != nil {
+		closeListeners(cfg)
+		return nil, err
+	}
+	if err := s.openStore(); err != nil {
+		s.closeStore()
+		closeListeners(cfg)
+		return nil, err
+	}
+	if err := s.startRaft(); err != nil {
+		s.closeStore()
+		closeListeners(cfg)
+		return nil, err
+	}
+	if err := s.startServing(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer checks cfg and decides the member's identity
+// (cluster_bootstrap.go).
+func newServer(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -187,127 +246,141 @@ func New(cfg Config) (*Server, error) {
 	if err := removeStaleSnapshotImages(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	who, err := resolveIdentity(cfg, memberDir, peerHTTPClient(cfg.PeerTLS, fetchMembersTimeout))
+	who, err := resolveIdentity(ctx, cfg, memberDir, peerHTTPClient(cfg.PeerTLS, fetchMembersTimeout))
 	if err != nil {
 		return nil, err
 	}
-	memberID, clusterID := who.memberID, who.clusterID
-	tr, err := transport.New(transport.Config{
-		ID:        memberID,
-		ClusterID: clusterID,
-		Logger:    cfg.Logger,
-		Metrics:   cfg.Metrics,
-		TLS:       cfg.PeerTLS,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("server: create peer transport: %w", err)
-	}
-
 	s := &Server{
 		cfg:        cfg,
-		log:        cfg.Logger.With("member-id", fmt.Sprintf("%x", memberID)),
-		id:         memberID,
-		cluster:    membership.New(memberID, clusterID),
+		log:        cfg.Logger.With("member-id", fmt.Sprintf("%x", who.memberID)),
+		id:         who.memberID,
+		cluster:    membership.New(who.memberID, who.clusterID),
 		wait:       newWaitRegistry(),
-		reqIDs:     newRequestIDs(memberID, time.Now()),
+		reqIDs:     newRequestIDs(who.memberID, time.Now()),
 		reqTimeout: 5*time.Second + 2*time.Duration(cfg.ElectionTicks)*cfg.TickInterval,
 		readyc:     make(chan struct{}),
 		stopping:   make(chan struct{}),
 		done:       make(chan struct{}),
-		transport:  tr,
-		peers:      newPeerSet(memberID),
+		failed:     make(chan struct{}),
+		removed:    make(chan struct{}),
+		peers:      newPeerSet(who.memberID),
 		alarms:     newAlarmStore(),
+		who:        who,
+		memberDir:  memberDir,
 
 		defragLogEvery: defragProgressInterval,
 	}
 	s.corruption = newCorruptionChecker(s)
 	if s.metrics, err = newServerMetrics(s, cfg.Metrics); err != nil {
-		tr.Stop()
 		return nil, err
 	}
-	started := false
-	defer func() {
-		if !started {
-			tr.Stop() // raftnode stops it once it owns it
-		}
-	}()
+	return s, nil
+}
+
+// openStore opens the MVCC store over the backend and loads what the
+// member keeps in it: leases, alarms, users and roles, the member list;
+// the watch hub continues from its revision.
+func (s *Server) openStore() error {
+	cfg := s.cfg
 	leases, err := newMemberLeases(s, cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	leases.forwarder = peerForwarder{s: s}
 	s.leases = leases
-	kv, err := kvstore.Open(cfg.Backend, kvstore.Options{
-		Logger:  cfg.Logger,
-		Metrics: cfg.Metrics,
-		Leases:  leases.lessor,
-		// Runs on the apply goroutine after each commit; Publish never
-		// blocks. s.hub is set below, before anything can commit.
-		OnCommit: func(events []mvccpb.Event) { s.hub.Publish(s.kv.Rev(), events) },
-	})
+	s.kv, err = kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Metrics: cfg.Metrics, Leases: leases.lessor})
 	if err != nil {
-		return nil, fmt.Errorf("server: open store: %w", err)
+		return fmt.Errorf("server: open store: %w", err)
 	}
-	s.kv = kv
 	if cfg.UnsafeNoFsync {
 		s.log.Warn("--unsafe-no-fsync is set: the WAL and snapshot files are never fsynced; a crash or power loss loses acknowledged writes (for tests only)")
 	}
-	s.quota = newBackendQuota(cfg.QuotaBackendBytes, kv.Size, cfg.Logger)
+	s.quota = newBackendQuota(cfg.QuotaBackendBytes, s.kv.Size, cfg.Logger)
 	s.ops = newOpsMetrics(cfg.Metrics, cfg.Logger)
 	s.ops.quotaBytes.Set(float64(s.quota.limit))
-	if err := s.alarms.load(kv); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+	if err := s.alarms.load(s.kv); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	s.ops.alarmsChanged(s.alarms.get(pb.AlarmType_NONE))
 	authOpts := cfg.Auth
 	authOpts.Logger = cfg.Logger.With("component", "auth")
 	authOpts.WaitApplied = s.applied.wait
-	if s.auth, err = auth.New(kv, authOpts); err != nil {
-		return nil, fmt.Errorf("server: open auth store: %w", err)
+	if s.auth, err = auth.New(s.kv, authOpts); err != nil {
+		return fmt.Errorf("server: open auth store: %w", err)
 	}
-	defer func() {
-		if !started {
-			s.auth.Close()
-		}
-	}()
-	applied, _ := kv.ConsistentIndex()
+	applied, _ := s.kv.ConsistentIndex()
 	s.applied.advance(applied)
-	hub, err := watch.NewHub(kv, watch.Options{
+	s.hub, err = watch.NewHub(s.kv, watch.Options{
 		Logger:                 cfg.Logger.With("component", "watch"),
 		Metrics:                cfg.Metrics,
 		ErrCompacted:           kvstore.ErrCompacted,
 		ProgressNotifyInterval: cfg.WatchProgressNotifyInterval,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("server: start watch hub: %w", err)
+		return fmt.Errorf("server: start watch hub: %w", err)
 	}
-	s.hub = hub
-	if err := leases.lessor.Recover(kv); err != nil {
-		return nil, fmt.Errorf("server: load leases: %w", err)
+	if err := leases.lessor.Recover(s.kv); err != nil {
+		return fmt.Errorf("server: load leases: %w", err)
 	}
-	if err := s.cluster.Load(kv); err != nil {
-		return nil, fmt.Errorf("server: load member list: %w", err)
+	if err := s.cluster.Load(s.kv); err != nil {
+		return fmt.Errorf("server: load member list: %w", err)
 	}
-	if s.cluster.IsRemoved(memberID) {
-		return nil, fmt.Errorf("server: member %x: %w", memberID, ErrRemoved)
+	if s.cluster.IsRemoved(s.id) {
+		return fmt.Errorf("server: member %x: %w", s.id, ErrRemoved)
 	}
+	return nil
+}
+
+// closeStore undoes openStore (and startRaft's transport) after a failed
+// start; the caller closes the backend.
+func (s *Server) closeStore() {
+	if s.transport != nil {
+		s.transport.Stop()
+	}
+	if s.hub != nil {
+		s.hub.Close()
+	}
+	if s.auth != nil {
+		s.auth.Close()
+	}
+	if s.kv != nil {
+		if err := s.kv.Close(); err != nil {
+			s.log.Error("close store", "error", err)
+		}
+	}
+}
+
+// startRaft creates the peer transport, which the raft node attaches
+// itself to before raft runs, and starts the node with the applier as its
+// state machine.
+func (s *Server) startRaft() error {
+	cfg, who := s.cfg, s.who
+	tr, err := transport.New(transport.Config{
+		ID:        who.memberID,
+		ClusterID: who.clusterID,
+		Logger:    cfg.Logger,
+		Metrics:   cfg.Metrics,
+		TLS:       cfg.PeerTLS,
+	})
+	if err != nil {
+		return fmt.Errorf("server: create peer transport: %w", err)
+	}
+	s.transport = tr
 	s.peers.seed(s.log, tr, who.peers)
 	s.peers.sync(s.log, tr, s.cluster.Members(), s.cluster.IsRemoved)
-	s.learner.Store(s.cluster.IsLearner(memberID))
+	s.learner.Store(s.cluster.IsLearner(s.id))
 	if err := s.registerForwardHandlers(); err != nil {
-		return nil, err
+		return err
 	}
 	s.applier = newApplier(s)
 	if s.compactor, err = s.newAutoCompactor(); err != nil {
-		return nil, err
+		return err
 	}
-
-	node, err := raftnode.Start(raftnode.Config{
-		ID:                         memberID,
-		ClusterID:                  clusterID,
+	s.node, err = raftnode.Start(raftnode.Config{
+		ID:                         who.memberID,
+		ClusterID:                  who.clusterID,
 		Peers:                      who.bootstrap,
 		Join:                       who.join,
-		DataDir:                    memberDir,
+		DataDir:                    s.memberDir,
 		WALDir:                     cfg.WALDir,
 		MaxSnapshotFiles:           cfg.MaxSnapshotFiles,
 		MaxWALFiles:                cmp.Or(cfg.MaxWALFiles, defaultMaxWALFiles),
@@ -328,46 +401,56 @@ func New(cfg Config) (*Server, error) {
 		Transport:                  tr,
 	}, s.applier)
 	if err != nil {
-		return nil, fmt.Errorf("server: start raft: %w", err)
+		return fmt.Errorf("server: start raft: %w", err)
 	}
-	started = true
-	s.node = node
-	tr.Attach(node, node.Snapshots)
 	if cfg.InitialCorruptCheck && who.bootstrap == nil && !who.join {
 		// A restarting member only (etcd: memberInitialized): compare
 		// with the peers before serving anything.
 		if err := s.initialCorruptCheck(); err != nil {
-			node.Stop()
-			return nil, fmt.Errorf("server: checkInitialHashKV failed: %w", err)
+			s.node.Stop()
+			return fmt.Errorf("server: checkInitialHashKV failed: %w", err)
 		}
 	}
-	if err := leases.lessor.Start(); err != nil {
-		node.Stop()
-		return nil, fmt.Errorf("server: start lessor: %w", err)
-	}
+	return nil
+}
 
+// startServing starts the lessor, the auto-compactor and the corruption
+// monitors, serves the peer listeners, publishes the member and serves
+// the client listeners once it is published; supervise stops the member
+// if it fails on its own.
+func (s *Server) startServing() error {
+	s.supervisor.Add(1)
+	go s.supervise()
+	s.servePeers()
+	if err := s.leases.lessor.Start(); err != nil {
+		return fmt.Errorf("server: start lessor: %w", err)
+	}
 	if s.compactor != nil {
 		s.compactor.Run()
 	}
 	s.startCorruptionMonitors()
-	s.stoppedWG.Add(2)
-	go s.publish()
-	go s.watchNode()
-	return s, nil
+	if len(s.cfg.ClientListeners) > 0 {
+		ccfg := s.cfg.Client
+		ccfg.Member = s.ClientMember()
+		clients, err := etcdcompat.NewClientServer(ccfg)
+		if err != nil {
+			return err
+		}
+		s.clients = clients
+	}
+	s.serving.Add(2)
+	go s.publishAttributes()
+	go s.serveClients()
+	return nil
 }
 
-// watchNode stops the member when its raft node stops on its own (a
-// failed disk write): it can no longer take part in the cluster.
-func (s *Server) watchNode() {
-	defer s.stoppedWG.Done()
-	select {
-	case <-s.node.Done():
-		select {
-		case <-s.stopping:
-		default:
-			s.fatal("raft node stopped", s.node.Err())
-		}
-	case <-s.stopping:
+// closeListeners closes the listeners of a member that failed to start.
+func closeListeners(cfg Config) {
+	for _, l := range cfg.PeerListeners {
+		l.Close()
+	}
+	for _, cl := range cfg.ClientListeners {
+		cl.Listener.Close()
 	}
 }
 
@@ -393,11 +476,11 @@ func sameURLs(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// publish records this member's name and client URLs in the replicated
+// publishAttributes records this member's name and client URLs in the replicated
 // member list, retrying until it succeeds or the server stops; the member
 // is ready for clients once it has (as etcd's publishV3).
-func (s *Server) publish() {
-	defer s.stoppedWG.Done()
+func (s *Server) publishAttributes() {
+	defer s.serving.Done()
 	req := &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
 		Member_ID:        s.id,
 		MemberAttributes: &membershippb.Attributes{Name: s.cfg.Name, ClientUrls: s.cfg.ClientURLs},
@@ -422,74 +505,6 @@ func (s *Server) publish() {
 
 // Ready is closed once the member serves clients.
 func (s *Server) Ready() <-chan struct{} { return s.readyc }
-
-// Stop shuts the member down gracefully: a leader first hands leadership
-// to another voter, then no new proposals are accepted, the apply in
-// progress finishes, the WAL is closed cleanly, and the backend is closed.
-// It is safe to call more than once.
-func (s *Server) Stop() {
-	s.transferLeadershipOnStop()
-	s.stop()
-}
-
-// stop shuts the member down without handing over leadership first (after
-// a fatal error, or once removed from the cluster).
-func (s *Server) stop() {
-	s.stopOnce.Do(func() {
-		defer close(s.done)
-		close(s.stopping)
-		if s.compactor != nil {
-			s.compactor.Stop()
-		}
-		s.leases.lessor.Stop()
-		s.node.Stop()
-		s.hub.Close()
-		s.auth.Close()
-		s.stoppedWG.Wait()
-		// A snapshot being sent notices stopping at its next write and
-		// is released by its handler.
-		s.imagesMu.Lock()
-		s.imagesClosed = true
-		s.imagesMu.Unlock()
-		s.images.Wait()
-		// The store holds a read view of the backend; release it first.
-		if err := s.kv.Close(); err != nil {
-			s.log.Error("close store", "error", err)
-		}
-		if err := s.cfg.Backend.Close(); err != nil {
-			s.log.Error("close backend", "error", err)
-		}
-		s.log.Info("stopped")
-	})
-}
-
-// Fatal reports an unrecoverable error (the member's state would diverge);
-// the member stops, Done closes and Err says why.
-func (s *Server) fatal(msg string, err error) {
-	s.log.Error(msg, "error", err)
-	s.setErr(fmt.Errorf("%s: %w", msg, err))
-	go s.stop()
-}
-
-// Done is closed once the member has stopped, by Stop or on its own (see
-// Err).
-func (s *Server) Done() <-chan struct{} { return s.done }
-
-// Err is why the member stopped on its own: a fatal error, or ErrRemoved.
-// It is nil while running and after a plain Stop.
-func (s *Server) Err() error {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	return s.err
-}
-
-func (s *Server) setErr(err error) {
-	s.errMu.Lock()
-	if s.err == nil {
-		s.err = err
-	}
-	s.errMu.Unlock()
-}
 
 // ID is this member's ID.
 func (s *Server) ID() uint64 { return s.id }
@@ -528,9 +543,6 @@ func (s *Server) Status() Status {
 	}
 }
 
-// WatchHub is the member's watch hub, for the Watch service.
-func (s *Server) WatchHub() *watch.Hub { return s.hub }
-
 // engineCompactor is implemented by storage engines that can reclaim the space
 // of deleted data on demand (internal/rocksdb).
 type engineCompactor interface{ Compact() error }
@@ -546,17 +558,23 @@ func (s *Server) Defragment(ctx context.Context) error {
 		s.metrics.defragSeconds.Observe(time.Since(start).Seconds())
 		return nil
 	}
+	// The compaction cannot be cut short: a caller that gives up leaves
+	// it running, and the member waits for it before closing the engine.
+	if !s.users.enter() {
+		return ErrStopped
+	}
 	sizeBefore, inUseBefore := s.kv.Size(), s.kv.SizeInUse()
-	s.log.Info("starting defragment", "current-db-size-bytes", sizeBefore, "current-db-size-in-use-bytes", inUseBefore)
 	done := make(chan error, 1)
-	s.metrics.defragInflight.Inc()
 	go func() {
+		defer s.users.leave()
+		s.metrics.defragInflight.Inc()
 		// Timed to the end, even when the caller stops waiting.
 		err := c.Compact()
 		s.metrics.defragInflight.Dec()
 		s.metrics.defragSeconds.Observe(time.Since(start).Seconds())
 		done <- err
 	}()
+	s.log.Info("starting defragment", "current-db-size-bytes", sizeBefore, "current-db-size-in-use-bytes", inUseBefore)
 	// The engine reports no fraction done: a long defragmentation logs
 	// how long it has run and where the size stands, so an operator sees
 	// it moving.

@@ -42,7 +42,7 @@ func testConfig(t *testing.T, dir string) Config {
 
 func startServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
-	s, err := New(cfg)
+	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}

@@ -60,16 +60,12 @@ func removeStaleSnapshotImages(dataDir string) error {
 // is complete. The file's size is the size announced to the client, as
 // etcd announces its database's.
 func (s *Server) Snapshot(ctx context.Context) (SnapshotImage, error) {
-	s.imagesMu.Lock()
-	if s.imagesClosed {
-		s.imagesMu.Unlock()
+	if !s.users.enter() {
 		return nil, ErrStopped
 	}
-	s.images.Add(1)
-	s.imagesMu.Unlock()
 	img, err := s.buildSnapshotImage(ctx)
 	if err != nil {
-		s.images.Done()
+		s.users.leave()
 		return nil, err
 	}
 	return img, nil
@@ -105,7 +101,7 @@ func (s *Server) buildSnapshotImage(ctx context.Context) (*snapshotImage, error)
 	// etcd times a backend snapshot from its start until it is closed.
 	done := func() {
 		s.metrics.snapshotSeconds.Observe(time.Since(start).Seconds())
-		s.images.Done()
+		s.users.leave()
 	}
 	return &snapshotImage{db: db, log: s.log, stopping: s.stopping, done: done}, nil
 }

@@ -268,7 +268,7 @@ func buildDataDir(cfg RestoreConfig, dir string, src *snapshotSource, who identi
 	}
 	// The store now holds the state after the snapshot's last entry.
 	kv.SetConsistentIndex(meta.Index, meta.Term)
-	if err := kv.Commit(); err != nil {
+	if _, err := kv.Commit(); err != nil {
 		return 0, fmt.Errorf("commit the new member list: %w", err)
 	}
 	if err := saveRaftSnapshot(kv, memberDir, cfg.WALDir, meta, who, cfg.Logger); err != nil {

@@ -224,9 +224,7 @@ func TestStopWaitsForOpenSnapshot(t *testing.T) {
 	}
 	go s.Stop()
 	testutil.WaitFor(t, testTimeout, "stop to wait for the open image", func() bool {
-		s.imagesMu.Lock()
-		defer s.imagesMu.Unlock()
-		return s.imagesClosed
+		return s.users.isClosed()
 	})
 	if _, err := img.WriteTo(io.Discard); !errors.Is(err, ErrStopped) {
 		t.Fatalf("send of a snapshot while stopping: %v, want ErrStopped", err)

@@ -46,7 +46,7 @@ func (s *fakeSM) AppliedIndex() uint64 {
 	return s.state.Applied
 }
 
-func (s *fakeSM) Apply(ents []raftpb.Entry, _ *raftpb.ConfState) {
+func (s *fakeSM) Apply(ents []raftpb.Entry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range ents {
@@ -56,6 +56,7 @@ func (s *fakeSM) Apply(ents []raftpb.Entry, _ *raftpb.ConfState) {
 		}
 	}
 	s.notifyLocked()
+	return nil
 }
 
 func (s *fakeSM) notifyLocked() {
@@ -213,7 +214,6 @@ func startRaftCluster(t *testing.T, tweakNode func(*raftnode.Config), tweakTrans
 			t.Fatal(err)
 		}
 		t.Cleanup(n.Stop)
-		c.trs[id].Attach(n, n.Snapshots)
 		c.nodes[id] = n
 	}
 	return c

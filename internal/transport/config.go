@@ -44,10 +44,11 @@ type Config struct {
 	// registers nothing; the global registry is never used.
 	Metrics prometheus.Registerer
 
-	// Raft and Snapshots connect the transport to the local member. The
-	// member (raftnode.Start) needs the transport first, so both may be
-	// left nil here and set later with Attach; until then incoming raft
-	// traffic is refused with 503 and peers retry.
+	// Raft and Snapshots connect the transport to the local member when
+	// it exists already (tests). A raft node needs its transport first,
+	// so both are usually nil here and raftnode.Start attaches the node
+	// (Attach); until then incoming raft traffic is refused with 503 and
+	// peers retry.
 	Raft Raft
 	// Snapshots returns the member's snapshot file store: outgoing
 	// snapshot images are read from it, incoming ones saved into it.

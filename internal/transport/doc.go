@@ -104,9 +104,10 @@
 // # Lifecycle
 //
 // The member needs its transport before it exists, so New takes Raft and
-// Snapshots optionally and Attach supplies them later; until then raft
-// traffic is answered 503 and peers retry. Stop (called by raftnode's
-// Node.Stop) ends every stream, reports queued snapshots failed, closes
+// Snapshots optionally and raftnode.Start attaches the node (Attach)
+// before raft runs; until then raft traffic is answered 503 and peers
+// retry. Stop (called by whoever created the transport, after the raft
+// node stopped) ends every stream, reports queued snapshots failed, closes
 // every connection it dialled (an HTTP client closes only idle ones, and a
 // connection blocked on a stalled peer is not idle), and waits for the
 // transport's goroutines, incoming streams and snapshot receptions.

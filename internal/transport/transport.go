@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/raftnode"
 	"github.com/metastore-io/metastore/internal/snapfile"
 )
 
@@ -68,6 +69,8 @@ type Transport struct {
 	stopOnce sync.Once
 }
 
+var _ raftnode.Transport = (*Transport)(nil)
+
 // attachment is the local member, set once by New or Attach.
 type attachment struct {
 	raft      Raft
@@ -105,7 +108,7 @@ func New(cfg Config) (*Transport, error) {
 	t.peers.Store(&map[uint64]*peer{})
 	t.handler = t.newHandler()
 	if cfg.Raft != nil {
-		t.Attach(cfg.Raft, cfg.Snapshots)
+		t.local.Store(&attachment{raft: cfg.Raft, snapshots: cfg.Snapshots})
 	}
 	return t, nil
 }
@@ -180,14 +183,12 @@ const (
 	maxPeerConcurrentCalls = 1000
 )
 
-// Attach connects the transport to the local member once it exists (the
-// member needs the transport first). Typically
-//
-//	tr.Attach(node, node.Snapshots)
-//
-// Only the first call has an effect.
-func (t *Transport) Attach(r Raft, snapshots func() *snapfile.Store) {
-	t.local.CompareAndSwap(nil, &attachment{raft: r, snapshots: snapshots})
+// Attach connects the transport to the local member: raftnode.Start calls
+// it (the transport is a raftnode.Transport) once the node's files are
+// open and before raft runs; until then raft traffic is refused. Only the
+// first call has an effect.
+func (t *Transport) Attach(local raftnode.Local) {
+	t.local.CompareAndSwap(nil, &attachment{raft: local, snapshots: local.Snapshots})
 }
 
 func (t *Transport) attached() *attachment { return t.local.Load() }
@@ -334,7 +335,7 @@ func (t *Transport) reportSnapshot(id uint64, status raft.SnapshotStatus) {
 
 // Stop closes every stream, fails snapshots in flight, and waits for the
 // transport's goroutines and incoming streams to end. It is idempotent;
-// raftnode's Node.Stop calls it.
+// whoever created the transport calls it, after stopping the raft node.
 func (t *Transport) Stop() {
 	t.stopOnce.Do(func() {
 		t.mu.Lock()

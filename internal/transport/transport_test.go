@@ -306,8 +306,16 @@ func TestRaftTrafficRefusedUntilAttached(t *testing.T) {
 	})
 	a.logs.waitFor(t, "level=INFO", "cannot open message stream to peer", "raft is not running yet")
 
-	b.tr.Attach(b.raft, func() *snapfile.Store { return b.snap })
+	b.tr.Attach(attachedRaft{b.raft, b.snap})
 	waitActive(t, a.tr, 2)
 	a.tr.Send([]raftpb.Message{{Type: raftpb.MsgHeartbeat, From: 1, To: 2}})
 	b.raft.waitUntil(t, "heartbeat after attach", func(f *fakeRaft) bool { return len(f.steps) == 1 })
 }
+
+// attachedRaft is a fake raft with its snapshot store, as a raftnode.Local.
+type attachedRaft struct {
+	*fakeRaft
+	snap *snapfile.Store
+}
+
+func (a attachedRaft) Snapshots() *snapfile.Store { return a.snap }

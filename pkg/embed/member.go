@@ -2,17 +2,14 @@ package embed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,28 +21,17 @@ import (
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
-// drainTimeout bounds how long Close waits for client RPCs in flight.
-const drainTimeout = 10 * time.Second
-
-// Member is a running member. Lock order: mu is a leaf lock.
+// Member is a running member: a server.Server, which owns its listeners
+// and orders its own shutdown, behind etcd's embed API.
 type Member struct {
 	cfg        Config
-	log        *slog.Logger
 	srv        *server.Server
 	clientURLs []string
-	peers      []*http.Server
-	clientLs   []net.Listener
-	metrics    *prometheus.Registry // the member's series, served on /metrics
 
-	readyc   chan struct{} // closed once clients are served
 	errc     chan error    // one error from the member stopping on its own; closed once stopped
-	closing  chan struct{} // closed by Close
-	served   chan struct{} // closed when serveWhenReady has returned
 	stopped  chan struct{} // closed once everything has stopped
+	watching chan struct{} // closed when watchStop has returned
 	stopOnce sync.Once
-
-	mu      sync.Mutex
-	clients *etcdcompat.ClientServer // nil until ready
 }
 
 // StartMember starts a member from cfg (which it copies): it binds the
@@ -109,7 +95,7 @@ func StartMember(cfg *Config) (m *Member, err error) {
 	}
 	// A registry of its own: several members may run in one process.
 	metrics := prometheus.NewRegistry()
-	srv, err := server.New(server.Config{
+	srv, err := server.New(context.Background(), server.Config{
 		Metrics:             metrics,
 		Name:                c.Name,
 		DataDir:             c.dataDir(),
@@ -126,34 +112,39 @@ func StartMember(cfg *Config) (m *Member, err error) {
 		StrictReconfigCheck: true,
 		Backend:             backend,
 		Logger:              logger,
+		PeerListeners:       peerLs,
+		ClientListeners:     clientListeners(clientLs),
+		Client: etcdcompat.Config{
+			MaxRequestBytes:   c.MaxRequestBytes,
+			MaxTxnOps:         c.MaxTxnOps,
+			Logger:            logger,
+			Metrics:           metrics,
+			MetricsRegisterer: metrics,
+		},
 	})
+	listeners = nil // owned by the server from here on, also when New failed
 	if err != nil {
 		backend.Close()
 		return nil, fmt.Errorf("embed: start member: %w", err)
 	}
 	m = &Member{
 		cfg:        c,
-		log:        logger,
 		srv:        srv,
 		clientURLs: urlStrings(boundURLs(c.ListenClientUrls, clientLs)),
-		clientLs:   clientLs,
-		metrics:    metrics,
-		readyc:     make(chan struct{}),
 		errc:       make(chan error, 1),
-		closing:    make(chan struct{}),
-		served:     make(chan struct{}),
 		stopped:    make(chan struct{}),
+		watching:   make(chan struct{}),
 	}
-	listeners = nil // owned by the member from here on
-	for _, l := range peerLs {
-		hs := &http.Server{Handler: srv.PeerHandler(), ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-		srv.ConfigurePeerServer(hs)
-		m.peers = append(m.peers, hs)
-		go m.serve(func() error { return hs.Serve(l) }, "peers")
-	}
-	go m.serveWhenReady()
 	go m.watchStop()
 	return m, nil
+}
+
+func clientListeners(ls []net.Listener) []server.ClientListener {
+	out := make([]server.ClientListener, len(ls))
+	for i, l := range ls {
+		out[i] = server.ClientListener{Listener: l}
+	}
+	return out
 }
 
 // openBackend opens the storage engine where the metastore command keeps
@@ -173,74 +164,23 @@ func openBackend(c *Config) (kvstore.Backend, error) {
 	return b, nil
 }
 
-// serveWhenReady serves clients once the member is ready.
-func (m *Member) serveWhenReady() {
-	defer close(m.served)
-	select {
-	case <-m.srv.Ready():
-	case <-m.srv.Done():
-		return
-	case <-m.closing:
-		return
-	}
-	clients, err := etcdcompat.NewClientServer(etcdcompat.Config{
-		Member:            m.srv.ClientMember(),
-		MaxRequestBytes:   m.cfg.MaxRequestBytes,
-		MaxTxnOps:         m.cfg.MaxTxnOps,
-		Logger:            m.log,
-		Metrics:           m.metrics,
-		MetricsRegisterer: m.metrics,
-	})
-	if err != nil {
-		m.fail(fmt.Errorf("embed: serve clients: %w", err))
-		return
-	}
-	m.mu.Lock()
-	m.clients = clients
-	m.mu.Unlock()
-	for _, l := range m.clientLs {
-		go m.serve(func() error { return clients.Serve(l) }, "clients")
-	}
-	close(m.readyc)
-}
-
-// serve runs a listener's server; a failure stops the member.
-func (m *Member) serve(run func() error, what string) {
-	if err := run(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-		select {
-		case <-m.closing:
-		default:
-			m.fail(fmt.Errorf("embed: serve %s: %w", what, err))
-		}
-	}
-}
-
-// fail stops the member because of err, which Err delivers.
-func (m *Member) fail(err error) {
-	select {
-	case m.errc <- err:
-	default:
-	}
-	go m.Close()
-}
-
-// watchStop delivers the error of a member that stopped on its own.
+// watchStop delivers the error of a member that stopped on its own, and
+// finishes stopping it.
 func (m *Member) watchStop() {
+	defer close(m.watching)
+	defer close(m.errc) // its only sender
 	select {
 	case <-m.srv.Done():
 		if err := m.srv.Err(); err != nil {
-			select {
-			case m.errc <- err:
-			default:
-			}
+			m.errc <- err
 		}
-		go m.Close()
-	case <-m.closing:
+		m.stop()
+	case <-m.stopped:
 	}
 }
 
 // ReadyNotify is closed once the member serves clients.
-func (m *Member) ReadyNotify() <-chan struct{} { return m.readyc }
+func (m *Member) ReadyNotify() <-chan struct{} { return m.srv.Ready() }
 
 // Err delivers the error that stopped the member on its own, if any, and
 // is closed once the member has stopped.
@@ -258,28 +198,13 @@ func (m *Member) Config() Config { return m.cfg }
 
 // Close stops the member gracefully and returns once it has stopped.
 func (m *Member) Close() {
+	m.stop()
+	<-m.watching
+}
+
+func (m *Member) stop() {
 	m.stopOnce.Do(func() {
-		close(m.closing)
-		<-m.served
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		defer cancel()
-		m.mu.Lock()
-		clients := m.clients
-		m.mu.Unlock()
-		// Watch streams never end by themselves: end them first, so the
-		// drain waits only for unary RPCs.
-		m.srv.WatchHub().Close()
-		if clients != nil {
-			clients.Stop(ctx)
-		}
-		for _, l := range m.clientLs {
-			l.Close() // when clients were never served
-		}
 		m.srv.Stop()
-		for _, hs := range m.peers {
-			hs.Close()
-		}
-		close(m.errc)
 		close(m.stopped)
 	})
 	<-m.stopped

@@ -103,6 +103,7 @@ type ClientServer struct {
 
 	mu      sync.Mutex
 	closers []func()
+	stopped bool // Stop has begun
 }
 
 // NewClientServer builds the gRPC server with etcd's services registered.
@@ -228,8 +229,7 @@ func (s *ClientServer) ServeKind(l net.Listener, kind ListenerKind) error {
 		closeGW = closeFn
 		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: lockservice.ConnContext}
 	}
-	s.mu.Lock()
-	s.closers = append(s.closers, func() {
+	closeAll := s.addCloser(func() {
 		if httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -238,21 +238,54 @@ func (s *ClientServer) ServeKind(l net.Listener, kind ListenerKind) error {
 		closeGW()
 		m.Close()
 	})
-	s.mu.Unlock()
+	if closeAll == nil {
+		return nil // stopped already
+	}
 
 	errc := make(chan error, 4)
+	running := 2
 	if grpcL != nil {
+		running++
 		go func() { errc <- s.grpc.Serve(grpcL) }()
 	}
 	if httpL != nil {
+		running++
 		go func() { errc <- httpSrv.Serve(httpL) }()
 	}
 	go func() { errc <- discard(rest) }()
 	go func() { errc <- m.Serve() }()
-	err := <-errc
+	err := waitServing(errc, running, closeAll)
 	if errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
 		return nil
+	}
+	return err
+}
+
+// addCloser registers what closes one listener's servers for Stop and
+// returns it, run at most once; nil, having run it, once Stop has begun
+// (a Serve that starts after Stop serves nothing).
+func (s *ClientServer) addCloser(c func()) func() {
+	c = sync.OnceFunc(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		c()
+		return nil
+	}
+	s.closers = append(s.closers, c)
+	return c
+}
+
+// waitServing waits for the first of running goroutines serving one
+// listener to end, closes the listener's servers so that the others end
+// too, and returns once all have, with the first one's error: a Serve
+// leaves nothing running.
+func waitServing(errc <-chan error, running int, closeAll func()) error {
+	err := <-errc
+	closeAll()
+	for range running - 1 {
+		<-errc
 	}
 	return err
 }
@@ -278,7 +311,7 @@ func (s *ClientServer) Stop(ctx context.Context) {
 	}
 	s.mu.Lock()
 	closers := s.closers
-	s.closers = nil
+	s.closers, s.stopped = nil, true
 	s.mu.Unlock()
 	for _, c := range closers {
 		c()
@@ -324,14 +357,18 @@ func (s *ClientServer) ServeMetrics(l net.Listener) error {
 	mux := http.NewServeMux()
 	s.handleObservability(mux)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
-	s.mu.Lock()
-	s.closers = append(s.closers, func() {
+	closeAll := s.addCloser(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(ctx)
+		l.Close()
 	})
-	s.mu.Unlock()
-	if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+	if closeAll == nil {
+		return nil // stopped already
+	}
+	err := hs.Serve(l)
+	closeAll()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	return nil

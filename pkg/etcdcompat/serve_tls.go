@@ -53,22 +53,23 @@ func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config) error {
 	// The requests see no *tls.Conn (cmux wraps it); keep its state in
 	// the request context for the gateway's client-certificate rule.
 	httpSrv.ConnContext = withTLSState
-	s.mu.Lock()
-	s.closers = append(s.closers, func() {
+	closeAll := s.addCloser(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = httpSrv.Shutdown(ctx)
 		closeGW()
 		m.Close()
 	})
-	s.mu.Unlock()
+	if closeAll == nil {
+		return nil // stopped already
+	}
 
 	errc := make(chan error, 4)
 	go func() { errc <- s.grpc.Serve(grpcL) }()
 	go func() { errc <- httpSrv.Serve(h2L) }()
 	go func() { errc <- httpSrv.Serve(httpL) }()
 	go func() { errc <- m.Serve() }()
-	err = <-errc
+	err = waitServing(errc, 4, closeAll)
 	if errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
 		return nil

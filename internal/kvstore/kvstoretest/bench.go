@@ -38,7 +38,7 @@ func Benchmarks(b *testing.B, newBackend func(b *testing.B) kvstore.Backend) {
 	commit := func(b *testing.B, s *kvstore.Store) {
 		index, _ := s.ConsistentIndex()
 		s.SetConsistentIndex(index+1, 1)
-		if err := s.Commit(); err != nil {
+		if _, err := s.Commit(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,7 +3,7 @@
 // DeleteRange, Txn (compares, nested txns, limits, duplicate keys),
 // compaction and the revision rules, as tables of requests with the
 // answers etcd 3.6 gives (Scenarios); plus the store's own contracts:
-// apply-side visibility before Commit, OnCommit events, Events, PrevKV,
+// apply-side visibility before Commit, the events Commit returns, Events, PrevKV,
 // HashKV and Hash, the aux buckets, the consistent index, physical
 // removal of compacted revisions, lease attachment, TxnWrite, reads
 // racing writes and compactions, reopen and Restore equivalence, and

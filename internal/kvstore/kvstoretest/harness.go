@@ -85,7 +85,7 @@ func apply(s *kvstore.Store, fn func() (any, error)) (any, error) {
 	resp, err := fn()
 	index, _ := s.ConsistentIndex()
 	s.SetConsistentIndex(index+1, 1)
-	if cerr := s.Commit(); cerr != nil {
+	if _, cerr := s.Commit(); cerr != nil {
 		return nil, fmt.Errorf("commit: %w", cerr)
 	}
 	if err != nil {

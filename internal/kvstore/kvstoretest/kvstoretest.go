@@ -25,7 +25,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 		fn   func(t *testing.T, newBackend func(t *testing.T) kvstore.Backend)
 	}{
 		{"ApplySideVisibility", testApplySideVisibility},
-		{"OnCommit", testOnCommit},
+		{"CommitEvents", testCommitEvents},
 		{"Events", testEvents},
 		{"PrevKV", testPrevKV},
 		{"HashKV", testHashKV},

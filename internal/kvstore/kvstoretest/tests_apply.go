@@ -12,12 +12,15 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
-// mustCommit commits the apply side's buffered changes.
-func mustCommit(t *testing.T, s *kvstore.Store) {
+// mustCommit commits the apply side's buffered changes and returns the
+// events the commit made visible.
+func mustCommit(t *testing.T, s *kvstore.Store) []mvccpb.Event {
 	t.Helper()
-	if err := s.Commit(); err != nil {
+	events, err := s.Commit()
+	if err != nil {
 		t.Fatalf("commit: %v", err)
 	}
+	return events
 }
 
 func mustRange(t *testing.T, s *kvstore.Store, r *pb.RangeRequest, want *pb.RangeResponse) {
@@ -65,10 +68,19 @@ func testApplySideVisibility(t *testing.T, newBackend func(t *testing.T) kvstore
 	}
 }
 
-func testOnCommit(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
+func testCommitEvents(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 	var calls [][]mvccpb.Event
-	s := open(t, newBackend(t), kvstore.Options{OnCommit: func(ev []mvccpb.Event) { calls = append(calls, ev) }})
-	RunSteps(t, s, []Step{ok(put("a", "1"), putResp(2, nil))})
+	s := open(t, newBackend(t), kvstore.Options{})
+	commit := func() {
+		t.Helper()
+		if events := mustCommit(t, s); len(events) > 0 {
+			calls = append(calls, events)
+		}
+	}
+	if _, err := s.Put(put("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	commit()
 	if _, err := s.Put(put("b", "1")); err != nil {
 		t.Fatal(err)
 	}
@@ -76,16 +88,16 @@ func testOnCommit(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 		t.Fatal(err)
 	}
 	if len(calls) != 1 {
-		t.Fatalf("OnCommit called %d times before the second commit, want 1", len(calls))
+		t.Fatalf("%d commits returned events before the second commit, want 1", len(calls))
 	}
-	mustCommit(t, s)
-	mustCommit(t, s) // nothing buffered: no call
+	commit()
+	commit() // nothing buffered: no events
 	s.SetConsistentIndex(100, 1)
-	mustCommit(t, s) // no events: no call
+	commit() // no events
 	if _, err := s.Compact(2); err != nil {
 		t.Fatal(err)
 	}
-	mustCommit(t, s)
+	commit()
 	want := [][]mvccpb.Event{
 		{{Type: mvccpb.PUT, Kv: kv("a", "1", 2, 2, 1)}},
 		{
@@ -95,7 +107,7 @@ func testOnCommit(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 		},
 	}
 	if got, wantS := fmt.Sprint(calls), fmt.Sprint(want); got != wantS {
-		t.Fatalf("OnCommit calls:\n got %s\nwant %s", got, wantS)
+		t.Fatalf("events of the commits:\n got %s\nwant %s", got, wantS)
 	}
 }
 
@@ -240,8 +252,7 @@ func testLeases(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 }
 
 func testTxnWrite(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
-	var events []mvccpb.Event
-	s := open(t, newBackend(t), kvstore.Options{OnCommit: func(ev []mvccpb.Event) { events = append(events, ev...) }})
+	s := open(t, newBackend(t), kvstore.Options{})
 	tw := s.Write()
 	if tw.Changed() {
 		t.Fatal("new TxnWrite reports changes")
@@ -262,7 +273,7 @@ func testTxnWrite(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 	tw.End()
 	empty := s.Write()
 	empty.End()
-	mustCommit(t, s)
+	events := mustCommit(t, s)
 	if s.Rev() != 2 {
 		t.Fatalf("store revision %d after one write transaction, want 2", s.Rev())
 	}

@@ -292,7 +292,7 @@ func testCommitFailure(t *testing.T, newBackend func(t *testing.T) kvstore.Backe
 	if _, err := s.Put(put("b", "1")); err == nil {
 		t.Fatal("put accepted after a failed commit")
 	}
-	if err := s.Commit(); err == nil {
+	if _, err := s.Commit(); err == nil {
 		t.Fatal("commit accepted after a failed commit")
 	}
 	mustRange(t, s, get("a"), found(2, kv("a", "1", 2, 2, 1))) // reads serve the last good state

@@ -5,7 +5,8 @@ import (
 )
 
 // Request validation that etcd does in its gRPC layer before a request is
-// proposed (v3rpc/key.go). The server calls these before proposing, so
+// proposed (v3rpc/key.go). pkg/etcdcompat calls these before handing a
+// request to the member, so
 // that malformed requests never reach the raft log.
 
 // CheckRange validates a RangeRequest.

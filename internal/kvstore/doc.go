@@ -77,7 +77,7 @@
 // One goroutine, the apply loop, calls the apply side (Put, DeleteRange,
 // Txn, Compact, Write, SetConsistentIndex, PutAux, DeleteAux, Commit,
 // Restore). Its effects are buffered: later apply-side calls see them, and
-// Commit writes them in one atomic backend batch and then publishes a new
+// Commit writes them in one atomic backend batch and then installs a new
 // snapshot: a backend ReadView, an immutable copy-on-write clone of the
 // key index, and the revisions. Readers (Range, ReadTxn, PrevKV, Events,
 // HashKV, Hash, AscendAux, SnapshotView) take a reference to the current

@@ -46,7 +46,7 @@ func (s *Store) HashKV(rev int64) (HashKVResult, error) {
 	case rev == 0:
 		rev = currentRev
 	}
-	keep := snap.index.keep(rev)
+	keep := snap.keys.keep(rev)
 
 	h := crc32.New(castagnoli)
 	h.Write([]byte("key")) // etcd's bucket name

@@ -36,7 +36,7 @@ func (v *snapshotView) Persist() error {
 		return errors.New("kvstore: the backend keeps its content in memory only; write the image out instead")
 	}
 	if err := pv.Persist(); err != nil {
-		return fmt.Errorf("persist store image at consistent index %d: %w", v.snap.index64, err)
+		return fmt.Errorf("persist store image at consistent index %d: %w", v.snap.appliedIndex, err)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 // reader returns a kvReader over the snapshot's image.
 func (snap *snapshot) reader() kvReader {
-	return kvReader{index: snap.index, values: snap.view, compactRev: snap.compactRev}
+	return kvReader{index: snap.keys, values: snap.view, compactRev: snap.compactRev}
 }
 
 // Range serves a RangeRequest from the last committed image (etcd's

@@ -33,7 +33,7 @@ func (s *Store) Restore(r io.Reader) error {
 }
 
 // load resets the writer from the backend content, rebuilds the key index
-// and publishes the result; then it attaches live leased keys.
+// and installs the result; then it attaches live leased keys.
 func (s *Store) load() error {
 	start := time.Now()
 	view := s.backend.ReadView()
@@ -60,7 +60,7 @@ func (s *Store) load() error {
 	}
 	w.rev = max(w.rev, lastRev, w.compactRev)
 	s.w = w
-	s.publish(view)
+	s.install(view)
 
 	if s.leases != nil {
 		s.w.index.tree.Ascend(func(ki *keyIndex) bool {

@@ -58,12 +58,14 @@ type Store struct {
 type snapshot struct {
 	refs       atomic.Int64
 	view       ReadView
-	index      indexView
+	keys       indexView // the key index as of rev
 	rev        int64
 	compactRev int64
-	index64    uint64 // consistent index
-	term       uint64
-	liveKeys   int64 // keys that exist at rev
+	// appliedIndex and appliedTerm are the consistent index: the last raft
+	// entry whose effects this image holds.
+	appliedIndex uint64
+	appliedTerm  uint64
+	liveKeys     int64 // keys that exist at rev
 }
 
 func (snap *snapshot) release() {
@@ -145,18 +147,18 @@ func (s *Store) acquire() (*snapshot, error) {
 	}
 }
 
-// publish makes view (which must hold every committed batch) and the
+// install makes view (which must hold every committed batch) and the
 // writer's index the current image.
-func (s *Store) publish(view ReadView) {
+func (s *Store) install(view ReadView) {
 	w := &s.w
 	snap := &snapshot{
-		view:       view,
-		index:      w.index.snapshot(),
-		rev:        w.rev,
-		compactRev: w.compactRev,
-		index64:    w.appliedIndex,
-		term:       w.appliedTerm,
-		liveKeys:   w.index.live,
+		view:         view,
+		keys:         w.index.snapshot(),
+		rev:          w.rev,
+		compactRev:   w.compactRev,
+		appliedIndex: w.appliedIndex,
+		appliedTerm:  w.appliedTerm,
+		liveKeys:     w.index.live,
 	}
 	snap.refs.Store(1)
 	if old := s.current.Swap(snap); old != nil {
@@ -191,7 +193,7 @@ func (s *Store) CompactRev() int64 { return s.current.Load().compactRev }
 // effects are in the committed image.
 func (s *Store) ConsistentIndex() (index, term uint64) {
 	snap := s.current.Load()
-	return snap.index64, snap.term
+	return snap.appliedIndex, snap.appliedTerm
 }
 
 // Size is the backend's total size in bytes.
@@ -275,7 +277,7 @@ func (s *Store) Commit() ([]mvccpb.Event, error) {
 		w.failed = fmt.Errorf("kvstore: commit failed, store unusable: %w", err)
 		return nil, w.failed
 	}
-	s.publish(s.backend.ReadView())
+	s.install(s.backend.ReadView())
 	events := w.events
 	w.batch = s.backend.NewBatch()
 	w.events = nil

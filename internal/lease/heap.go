@@ -2,90 +2,94 @@ package lease
 
 import "time"
 
-// expiryHeap is a binary min-heap of leases ordered by their due time: the
-// next moment the expiry loop must look at the lease (its expiry, or a
-// retry time once the lease was found expired and handed to a revoke).
-// Each lease holds its position (heapIndex, -1 when absent) so a renewal
-// moves it in O(log n) instead of searching for it.
-//
-// Only leases of a primary lessor are in the heap; the loop peeks at the
-// top and never scans the whole lease set.
-type expiryHeap struct {
-	items []*leaseState
+// minHeap is a binary min-heap ordered by less. If setIndex is set, it is
+// told every item's position as it moves (-1 when it leaves), so that an
+// item can be re-ordered or removed in O(log n) without a search. Both
+// lease queues below are one.
+type minHeap[T any] struct {
+	items    []T
+	less     func(a, b T) bool
+	setIndex func(item T, i int)
 }
 
-func (h *expiryHeap) Len() int { return len(h.items) }
+func (h *minHeap[T]) Len() int { return len(h.items) }
 
-// Peek returns the lease due first, or nil.
-func (h *expiryHeap) Peek() *leaseState {
+// Peek returns the first item; ok is false when the heap is empty.
+func (h *minHeap[T]) Peek() (top T, ok bool) {
 	if len(h.items) == 0 {
-		return nil
+		return top, false
 	}
-	return h.items[0]
+	return h.items[0], true
 }
 
-// Upsert inserts l, or restores the heap order after l.due changed.
-func (h *expiryHeap) Upsert(l *leaseState) {
-	if l.heapIndex >= 0 {
-		if !h.up(l.heapIndex) {
-			h.down(l.heapIndex)
-		}
-		return
-	}
-	l.heapIndex = len(h.items)
-	h.items = append(h.items, l)
-	h.up(l.heapIndex)
+// Push adds x.
+func (h *minHeap[T]) Push(x T) {
+	h.items = append(h.items, x)
+	i := len(h.items) - 1
+	h.moved(i)
+	h.up(i)
 }
 
-// Remove takes l out of the heap if it is there.
-func (h *expiryHeap) Remove(l *leaseState) {
-	i := l.heapIndex
-	if i < 0 {
-		return
-	}
+// Pop removes and returns the first item; the heap must not be empty.
+func (h *minHeap[T]) Pop() T {
+	top := h.items[0]
+	h.Remove(0)
+	return top
+}
+
+// Remove takes out the item at position i.
+func (h *minHeap[T]) Remove(i int) {
 	last := len(h.items) - 1
 	if i != last {
 		h.swap(i, last)
 	}
-	h.items[last] = nil
+	if h.setIndex != nil {
+		h.setIndex(h.items[last], -1)
+	}
+	var zero T
+	h.items[last] = zero
 	h.items = h.items[:last]
-	l.heapIndex = -1
 	if i != last {
-		if !h.up(i) {
-			h.down(i)
-		}
+		h.Fix(i)
+	}
+}
+
+// Fix restores the order after the item at position i changed.
+func (h *minHeap[T]) Fix(i int) {
+	if !h.up(i) {
+		h.down(i)
 	}
 }
 
 // Clear empties the heap.
-func (h *expiryHeap) Clear() {
-	for _, l := range h.items {
-		l.heapIndex = -1
+func (h *minHeap[T]) Clear() {
+	if h.setIndex != nil {
+		for _, x := range h.items {
+			h.setIndex(x, -1)
+		}
 	}
 	clear(h.items)
 	h.items = h.items[:0]
 }
 
-func (h *expiryHeap) less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
-	if a.due != b.due {
-		return a.due < b.due
+func (h *minHeap[T]) moved(i int) {
+	if h.setIndex != nil {
+		h.setIndex(h.items[i], i)
 	}
-	return a.id < b.id // total order: equal deadlines pop in ID order
 }
 
-func (h *expiryHeap) swap(i, j int) {
+func (h *minHeap[T]) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].heapIndex = i
-	h.items[j].heapIndex = j
+	h.moved(i)
+	h.moved(j)
 }
 
 // up moves item i towards the root; it reports whether it moved.
-func (h *expiryHeap) up(i int) bool {
+func (h *minHeap[T]) up(i int) bool {
 	start := i
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !h.less(i, parent) {
+		if !h.less(h.items[i], h.items[parent]) {
 			break
 		}
 		h.swap(i, parent)
@@ -94,7 +98,7 @@ func (h *expiryHeap) up(i int) bool {
 	return i != start
 }
 
-func (h *expiryHeap) down(i int) {
+func (h *minHeap[T]) down(i int) {
 	n := len(h.items)
 	for {
 		left := 2*i + 1
@@ -102,16 +106,66 @@ func (h *expiryHeap) down(i int) {
 			return
 		}
 		smallest := left
-		if right := left + 1; right < n && h.less(right, left) {
+		if right := left + 1; right < n && h.less(h.items[right], h.items[left]) {
 			smallest = right
 		}
-		if !h.less(smallest, i) {
+		if !h.less(h.items[smallest], h.items[i]) {
 			return
 		}
 		h.swap(i, smallest)
 		i = smallest
 	}
 }
+
+// expiryHeap holds leases ordered by their due time: the next moment the
+// expiry loop must look at the lease (its expiry, or a retry time once
+// the lease was found expired and handed to a revoke). Each lease holds
+// its position (heapIndex, -1 when absent) so a renewal moves it in
+// O(log n) instead of searching for it.
+//
+// Only leases of a primary lessor are in the heap; the loop peeks at the
+// top and never scans the whole lease set. The zero value is ready.
+type expiryHeap struct{ h minHeap[*leaseState] }
+
+func (e *expiryHeap) heap() *minHeap[*leaseState] {
+	if e.h.less == nil {
+		e.h.less = func(a, b *leaseState) bool {
+			if a.due != b.due {
+				return a.due < b.due
+			}
+			return a.id < b.id // total order: equal deadlines pop in ID order
+		}
+		e.h.setIndex = func(l *leaseState, i int) { l.heapIndex = i }
+	}
+	return &e.h
+}
+
+func (e *expiryHeap) Len() int { return e.h.Len() }
+
+// Peek returns the lease due first, or nil.
+func (e *expiryHeap) Peek() *leaseState {
+	l, _ := e.h.Peek()
+	return l
+}
+
+// Upsert inserts l, or restores the heap order after l.due changed.
+func (e *expiryHeap) Upsert(l *leaseState) {
+	if l.heapIndex >= 0 {
+		e.heap().Fix(l.heapIndex)
+		return
+	}
+	e.heap().Push(l)
+}
+
+// Remove takes l out of the heap if it is there.
+func (e *expiryHeap) Remove(l *leaseState) {
+	if l.heapIndex >= 0 {
+		e.heap().Remove(l.heapIndex)
+	}
+}
+
+// Clear empties the heap.
+func (e *expiryHeap) Clear() { e.heap().Clear() }
 
 // checkpointDue is one scheduled checkpoint: at due, the primary records
 // lease id's remaining TTL through Raft.
@@ -120,68 +174,33 @@ type checkpointDue struct {
 	id  int64
 }
 
-// checkpointQueue is a binary min-heap of scheduled checkpoints by due time.
-// A lease may appear more than once (a stale entry is skipped when popped),
-// which keeps scheduling O(log n) without a position index.
-type checkpointQueue struct {
-	items []checkpointDue
+// checkpointQueue holds scheduled checkpoints by due time. A lease may
+// appear more than once (a stale entry is skipped when popped), which
+// keeps scheduling O(log n) without a position index. The zero value is
+// ready.
+type checkpointQueue struct{ h minHeap[checkpointDue] }
+
+func (q *checkpointQueue) heap() *minHeap[checkpointDue] {
+	if q.h.less == nil {
+		q.h.less = func(a, b checkpointDue) bool {
+			if a.due != b.due {
+				return a.due < b.due
+			}
+			return a.id < b.id
+		}
+	}
+	return &q.h
 }
 
-func (q *checkpointQueue) Len() int { return len(q.items) }
+func (q *checkpointQueue) Len() int { return q.h.Len() }
 
 // Peek returns the earliest checkpoint; ok is false when there is none.
-func (q *checkpointQueue) Peek() (c checkpointDue, ok bool) {
-	if len(q.items) == 0 {
-		return checkpointDue{}, false
-	}
-	return q.items[0], true
-}
+func (q *checkpointQueue) Peek() (checkpointDue, bool) { return q.h.Peek() }
 
-func (q *checkpointQueue) Push(c checkpointDue) {
-	q.items = append(q.items, c)
-	i := len(q.items) - 1
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !q.less(i, parent) {
-			break
-		}
-		q.items[i], q.items[parent] = q.items[parent], q.items[i]
-		i = parent
-	}
-}
+func (q *checkpointQueue) Push(c checkpointDue) { q.heap().Push(c) }
 
 // Pop removes and returns the earliest checkpoint; the queue must not be
 // empty.
-func (q *checkpointQueue) Pop() checkpointDue {
-	top := q.items[0]
-	last := len(q.items) - 1
-	q.items[0] = q.items[last]
-	q.items = q.items[:last]
-	n, i := last, 0
-	for {
-		left := 2*i + 1
-		if left >= n {
-			break
-		}
-		smallest := left
-		if right := left + 1; right < n && q.less(right, left) {
-			smallest = right
-		}
-		if !q.less(smallest, i) {
-			break
-		}
-		q.items[i], q.items[smallest] = q.items[smallest], q.items[i]
-		i = smallest
-	}
-	return top
-}
+func (q *checkpointQueue) Pop() checkpointDue { return q.heap().Pop() }
 
-func (q *checkpointQueue) Clear() { q.items = q.items[:0] }
-
-func (q *checkpointQueue) less(i, j int) bool {
-	a, b := q.items[i], q.items[j]
-	if a.due != b.due {
-		return a.due < b.due
-	}
-	return a.id < b.id
-}
+func (q *checkpointQueue) Clear() { q.heap().Clear() }

@@ -10,12 +10,12 @@ import (
 // checkHeap verifies the heap property and the stored positions.
 func checkHeap(t *testing.T, h *expiryHeap) {
 	t.Helper()
-	for i, ls := range h.items {
+	for i, ls := range h.h.items {
 		if ls.heapIndex != i {
 			t.Fatalf("item %d (lease %d) records index %d", i, ls.id, ls.heapIndex)
 		}
-		if i > 0 && h.less(i, (i-1)/2) {
-			t.Fatalf("item %d (due %v) is before its parent (due %v)", i, ls.due, h.items[(i-1)/2].due)
+		if i > 0 && h.h.less(ls, h.h.items[(i-1)/2]) {
+			t.Fatalf("item %d (due %v) is before its parent (due %v)", i, ls.due, h.h.items[(i-1)/2].due)
 		}
 	}
 }

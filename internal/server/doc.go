@@ -43,7 +43,7 @@
 //     start serving; each part is given what it needs when built), and
 //     shutdown stops the parts in reverse, each by its owner: the server
 //     creates and stops the transport, the peer and client servers, and
-//     every goroutine it starts (supervise, publish, serving, and the
+//     every goroutine it starts (supervise, publishAttributes, serving, and the
 //     work beside apply that holds the store, such as a defragmentation).
 //     Stop returns once all of it has ended.
 //   - snapshot*.go: the client snapshot (`etcdctl snapshot save`), a

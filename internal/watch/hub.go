@@ -109,6 +109,10 @@ type Hub struct {
 	// mu guards the index, every watcher and the hub-side fields of every
 	// stream. The fan-out and the catch-up path hold it while they hand
 	// responses to streams, never while they read History.
+	//
+	// Lock order: mu, then a Stream's mu (a stream's outbox is filled
+	// with mu held); pubMu is taken alone. Never take mu with a Stream's
+	// mu held.
 	mu         sync.Mutex
 	closed     bool
 	index      *index

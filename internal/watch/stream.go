@@ -90,7 +90,8 @@ type Stream struct {
 	// pace is used by Next's caller only.
 	pace pacer
 
-	// mu guards the outbox.
+	// mu guards the outbox. It comes after Hub.mu in the lock order (see
+	// Hub.mu).
 	mu     sync.Mutex
 	queue  outbox
 	bytes  int  // estimated size of the queued responses

@@ -9,6 +9,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/metastore-io/metastore/internal/pause"
 )
 
 // The errors of this package.
@@ -156,7 +158,7 @@ func (s *Store[T]) Watch(ctx context.Context, name string) <-chan Update[T] {
 			if err != nil && rev == 0 {
 				// Not read at all (store unreachable): try again, unless
 				// the client is closed for good.
-				if s.client.Ctx().Err() != nil || !sleepCtx(ctx, retryPause) {
+				if s.client.Ctx().Err() != nil || !pause.For(ctx, retryPause) {
 					return
 				}
 				continue
@@ -201,7 +203,7 @@ func (s *Store[T]) follow(ctx context.Context, name string, rev int64, exists bo
 			}
 		}
 		cancel()
-		if !sleepCtx(ctx, retryPause) {
+		if !pause.For(ctx, retryPause) {
 			return
 		}
 		if compacted {
@@ -225,7 +227,7 @@ func (s *Store[T]) resync(ctx context.Context, name string, delivered int64, exi
 			return 0, false, false
 		}
 		if err != nil && rev == 0 {
-			if s.client.Ctx().Err() != nil || !sleepCtx(ctx, retryPause) {
+			if s.client.Ctx().Err() != nil || !pause.For(ctx, retryPause) {
 				return 0, false, false
 			}
 			continue
@@ -254,17 +256,5 @@ func send[T any](ctx context.Context, out chan<- Update[T], u Update[T]) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// sleepCtx pauses for d; it returns false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
 	}
 }

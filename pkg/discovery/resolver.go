@@ -10,6 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/metastore-io/metastore/internal/pause"
 )
 
 // Scheme is the URL scheme of the resolver: "metastore:///<service>".
@@ -104,7 +106,7 @@ func (r *serviceResolver) run(ctx context.Context, registry *Registry, service s
 			return
 		}
 		report(err)
-		if !sleepCtx(ctx, resyncPause) {
+		if !pause.For(ctx, resyncPause) {
 			return
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/metastore-io/metastore/internal/pause"
 )
 
 // resyncPause spaces attempts to list a service again after its watch or
@@ -89,7 +91,7 @@ func (r *Registry) follow(ctx context.Context, service string, known map[string]
 			return
 		}
 		for {
-			if !sleepCtx(ctx, resyncPause) {
+			if !pause.For(ctx, resyncPause) {
 				return
 			}
 			if r.client.Ctx().Err() != nil {
@@ -176,16 +178,4 @@ func diff(from, to map[string]Endpoint) []Event {
 	byKey(removed)
 	byKey(added)
 	return append(removed, added...)
-}
-
-// sleepCtx pauses for d; it returns false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }

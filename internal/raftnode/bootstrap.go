@@ -147,44 +147,13 @@ func (n *Node) restart(rec *wal.Recovered) error {
 	if err != nil {
 		return fmt.Errorf("raftnode: WAL does not continue snapshot %d: %w", snap.Index, err)
 	}
-	lastIndex := snap.Index
-	if len(ents) > 0 {
-		lastIndex = ents[len(ents)-1].Index
+	hs, lastIndex, err := n.recoverHardState(rec.HardState, snap, ents)
+	if err != nil {
+		return err
 	}
-	hs := rec.HardState
-	// The snapshot holds committed state only; a commit index written
-	// without fsync may have been lost behind it.
-	hs.Commit = max(hs.Commit, snap.Index)
-	// A Save writes entries before the hard state, so a torn write can keep
-	// entries of a term whose hard state it lost. That hard state had no
-	// vote (a vote is always synced in an earlier Ready, before any entry
-	// of its term arrives), so restoring the term with no vote is exact and
-	// keeps terms monotonic along the log.
-	lastTerm := snap.Term
-	if len(ents) > 0 {
-		lastTerm = ents[len(ents)-1].Term
-	}
-	if hs.Term < lastTerm {
-		n.logger.Warn("hard state older than the log's last term, raising it", "term", hs.Term, "log_term", lastTerm)
-		hs.Term, hs.Vote = lastTerm, raft.None
-	}
-	if hs.Commit > lastIndex {
-		return fmt.Errorf("raftnode: WAL hard state commits %d but the log ends at %d", hs.Commit, lastIndex)
-	}
-
-	applied := n.sm.AppliedIndex()
-	if snap.Index > 0 && applied < snap.Index {
-		if inEngine {
-			return fmt.Errorf("raftnode: snapshot %d was persisted in the state machine's engine, which now holds entries only up to %d: "+
-				"its data was lost or replaced (another --storage-engine?); refusing to start", snap.Index, applied)
-		}
-		if err := n.restoreFromFile(snap); err != nil {
-			return err
-		}
-		applied = snap.Index
-	}
-	if applied > lastIndex {
-		return fmt.Errorf("raftnode: state machine applied %d but the log ends at %d: WAL from another history?", applied, lastIndex)
+	applied, err := n.catchUpStateMachine(snap, inEngine, lastIndex)
+	if err != nil {
+		return err
 	}
 	// Whatever the state machine applied was committed, even if the
 	// commit index recording it was not synced.
@@ -197,21 +166,9 @@ func (n *Node) restart(rec *wal.Recovered) error {
 			lastIndex = ents[len(ents)-1].Index
 		}
 	}
-
-	if snap.Index > 0 {
-		if err := n.storage.ApplySnapshot(raftpb.Snapshot{Metadata: snap}); err != nil {
-			return fmt.Errorf("raftnode: load snapshot %d into raft storage: %w", snap.Index, err)
-		}
-	}
-	if err := n.storage.SetHardState(hs); err != nil {
-		return fmt.Errorf("raftnode: load hard state: %w", err)
-	}
-	if err := n.storage.Append(ents); err != nil {
-		return fmt.Errorf("raftnode: load %d WAL entries: %w", len(ents), err)
-	}
-	appliedTerm, err := n.storage.Term(applied)
-	if err != nil && applied > 0 {
-		return fmt.Errorf("raftnode: term of applied index %d: %w", applied, err)
+	appliedTerm, err := n.loadStorage(snap, hs, ents, applied)
+	if err != nil {
+		return err
 	}
 
 	// raft redelivers every committed entry after the snapshot; the apply
@@ -247,6 +204,72 @@ func (n *Node) restart(rec *wal.Recovered) error {
 	n.raft = raft.RestartNode(rc)
 	n.skipElectionWaitIfAlone(snap.ConfState)
 	return nil
+}
+
+// recoverHardState is the hard state to restart raft with, given the
+// WAL's, the snapshot and the entries after it, and the log's last index.
+func (n *Node) recoverHardState(hs raftpb.HardState, snap raftpb.SnapshotMetadata, ents []raftpb.Entry) (raftpb.HardState, uint64, error) {
+	lastIndex, lastTerm := snap.Index, snap.Term
+	if len(ents) > 0 {
+		lastIndex, lastTerm = ents[len(ents)-1].Index, ents[len(ents)-1].Term
+	}
+	// The snapshot holds committed state only; a commit index written
+	// without fsync may have been lost behind it.
+	hs.Commit = max(hs.Commit, snap.Index)
+	// A Save writes entries before the hard state, so a torn write can keep
+	// entries of a term whose hard state it lost. That hard state had no
+	// vote (a vote is always synced in an earlier Ready, before any entry
+	// of its term arrives), so restoring the term with no vote is exact and
+	// keeps terms monotonic along the log.
+	if hs.Term < lastTerm {
+		n.logger.Warn("hard state older than the log's last term, raising it", "term", hs.Term, "log_term", lastTerm)
+		hs.Term, hs.Vote = lastTerm, raft.None
+	}
+	if hs.Commit > lastIndex {
+		return hs, 0, fmt.Errorf("raftnode: WAL hard state commits %d but the log ends at %d", hs.Commit, lastIndex)
+	}
+	return hs, lastIndex, nil
+}
+
+// catchUpStateMachine brings a state machine behind the snapshot up to it
+// from the snapshot file and returns its applied index.
+func (n *Node) catchUpStateMachine(snap raftpb.SnapshotMetadata, inEngine bool, lastIndex uint64) (uint64, error) {
+	applied := n.sm.AppliedIndex()
+	if snap.Index > 0 && applied < snap.Index {
+		if inEngine {
+			return 0, fmt.Errorf("raftnode: snapshot %d was persisted in the state machine's engine, which now holds entries only up to %d: "+
+				"its data was lost or replaced (another --storage-engine?); refusing to start", snap.Index, applied)
+		}
+		if err := n.restoreFromFile(snap); err != nil {
+			return 0, err
+		}
+		applied = snap.Index
+	}
+	if applied > lastIndex {
+		return 0, fmt.Errorf("raftnode: state machine applied %d but the log ends at %d: WAL from another history?", applied, lastIndex)
+	}
+	return applied, nil
+}
+
+// loadStorage fills raft's in-memory storage with the snapshot, the hard
+// state and the entries, and returns the term of the applied index.
+func (n *Node) loadStorage(snap raftpb.SnapshotMetadata, hs raftpb.HardState, ents []raftpb.Entry, applied uint64) (uint64, error) {
+	if snap.Index > 0 {
+		if err := n.storage.ApplySnapshot(raftpb.Snapshot{Metadata: snap}); err != nil {
+			return 0, fmt.Errorf("raftnode: load snapshot %d into raft storage: %w", snap.Index, err)
+		}
+	}
+	if err := n.storage.SetHardState(hs); err != nil {
+		return 0, fmt.Errorf("raftnode: load hard state: %w", err)
+	}
+	if err := n.storage.Append(ents); err != nil {
+		return 0, fmt.Errorf("raftnode: load %d WAL entries: %w", len(ents), err)
+	}
+	appliedTerm, err := n.storage.Term(applied)
+	if err != nil && applied > 0 {
+		return 0, fmt.Errorf("raftnode: term of applied index %d: %w", applied, err)
+	}
+	return appliedTerm, nil
 }
 
 // skipElectionWaitIfAlone lets a member that is its configuration's only

@@ -89,6 +89,11 @@ type Node struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	loops    sync.WaitGroup
+	// failed is closed by fail; watchFailure, which Stop waits for, then
+	// stops the node (the loops that fail cannot stop it themselves).
+	failed     chan struct{}
+	failOnce   sync.Once
+	failWaiter sync.WaitGroup
 	done     chan struct{}
 	errMu    sync.Mutex
 	err      error
@@ -124,6 +129,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		ctx:                ctx,
 		cancel:             cancel,
 		stopping:           make(chan struct{}),
+		failed:             make(chan struct{}),
 		done:               make(chan struct{}),
 	}
 	if err := n.bootstrap(); err != nil {
@@ -137,6 +143,8 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if n.transport != nil {
 		n.transport.Attach(n)
 	}
+	n.failWaiter.Add(1)
+	go n.watchFailure()
 	n.loops.Add(3)
 	go n.runRaft()
 	go n.runApply()
@@ -271,8 +279,25 @@ func (n *Node) Snapshots() *snapfile.Store { return n.snaps }
 
 // Stop shuts the node down gracefully: new calls get ErrStopped, the apply
 // in progress finishes, a snapshot being written completes, and the WAL is
-// synced and closed. The transport is its creator's to stop, after this. It is idempotent and waits for the shutdown to finish.
+// synced and closed. It is idempotent and returns once everything the
+// node started has ended. The transport is its creator's to stop, after
+// this.
 func (n *Node) Stop() {
+	n.shutdown()
+	n.failWaiter.Wait()
+}
+
+// watchFailure stops the node after a fatal error (fail).
+func (n *Node) watchFailure() {
+	defer n.failWaiter.Done()
+	select {
+	case <-n.failed:
+		n.shutdown()
+	case <-n.stopping:
+	}
+}
+
+func (n *Node) shutdown() {
 	n.stopOnce.Do(func() {
 		close(n.stopping)
 		n.cancel()
@@ -308,12 +333,12 @@ func (n *Node) setErr(err error) {
 }
 
 // fail records a fatal error (a failed disk write, a state machine that
-// cannot restore) and stops the node in the background: continuing after
-// losing durability would break raft's guarantees.
+// cannot apply or restore) and has the node stopped (watchFailure):
+// continuing after losing durability would break raft's guarantees.
 func (n *Node) fail(err error) {
 	n.setErr(err)
 	n.logger.Error("raft node failed, stopping", "err", err)
-	go n.Stop()
+	n.failOnce.Do(func() { close(n.failed) })
 }
 
 // proposeError tells a proposal raft never confirmed (ctx ended first)

@@ -82,34 +82,51 @@ func (cu *catchUp) round(h *Hub) (bool, error) {
 	}
 	defer func() { clear(cu.batch) }()
 
+	evs, next, retry, err := cu.read(h, endRev)
+	if err != nil || retry {
+		return retry, err
+	}
+	matched := cu.match(evs)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range matched {
+		cu.deliverLocked(h, &matched[i], next)
+	}
+	return true, nil
+}
+
+// read reads from History the events the round's watchers miss, from the
+// oldest revision one of them needs up to endRev (exclusive), and returns
+// them with the revision the next read starts at. retry reports a
+// compaction meanwhile: the next round cancels whom it concerns.
+func (cu *catchUp) read(h *Hub, endRev int64) (evs []mvccpb.Event, next int64, retry bool, err error) {
 	minRev := cu.batch[0].from
 	for _, e := range cu.batch[1:] {
 		minRev = min(minRev, e.from)
 	}
-	var (
-		evs  []mvccpb.Event
-		next = endRev
-	)
-	if minRev < endRev {
-		key, rangeEnd := cu.bounds()
-		var err error
-		evs, next, err = h.hist.Events(minRev, endRev, key, rangeEnd, catchUpEvents)
-		if errors.Is(err, h.errCompacted) {
-			if h.hist.CompactRev() <= minRev {
-				return false, fmt.Errorf("history reports revision %d compacted, but its compacted revision is %d: %w", minRev, h.hist.CompactRev(), err)
-			}
-			return true, nil // compacted meanwhile: the next round cancels whom it concerns
-		}
-		if err != nil {
-			return false, fmt.Errorf("read events %d..%d: %w", minRev, endRev, err)
-		}
-		if next <= minRev || next > endRev {
-			return false, fmt.Errorf("history returned next revision %d for a read of %d..%d", next, minRev, endRev)
-		}
+	if minRev >= endRev {
+		return nil, endRev, false, nil
 	}
+	key, rangeEnd := cu.bounds()
+	evs, next, err = h.hist.Events(minRev, endRev, key, rangeEnd, catchUpEvents)
+	if errors.Is(err, h.errCompacted) {
+		if h.hist.CompactRev() <= minRev {
+			return nil, 0, false, fmt.Errorf("history reports revision %d compacted, but its compacted revision is %d: %w", minRev, h.hist.CompactRev(), err)
+		}
+		return nil, 0, true, nil
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("read events %d..%d: %w", minRev, endRev, err)
+	}
+	if next <= minRev || next > endRev {
+		return nil, 0, false, fmt.Errorf("history returned next revision %d for a read of %d..%d", next, minRev, endRev)
+	}
+	return evs, next, false, nil
+}
 
-	// Match the events to the round's watchers through a private index
-	// of their keys.
+// match sorts the events to the round's watchers through a private index
+// of their keys: one groupEvents per distinct watched range.
+func (cu *catchUp) match(evs []mvccpb.Event) []groupEvents {
 	tix := newIndex()
 	var matched []groupEvents
 	for _, e := range cu.batch {
@@ -131,46 +148,47 @@ func (cu *catchUp) round(h *Hub) (bool, error) {
 	for i := range matched {
 		matched[i].seal()
 	}
+	return matched
+}
 
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := range matched {
-		m := &matched[i]
-		h.groupPasses++
-		group := h.groupPasses
-		for _, w := range m.g.watchers {
-			if w.state != stateLagging {
-				continue // canceled while History was read
-			}
-			if evs, payload := m.wanted(w); len(evs) > 0 {
-				s := w.stream
-				seq, ok := s.pushEvents(w, eventsResponse(w, next-1, evs, payload))
-				if !ok {
-					// The stream filled up during this round: the
-					// watcher stays where it was until there is room.
-					continue
-				}
-				if s.shareGroup != group {
-					s.shareGroup, s.shareSeq = group, seq
-					cu.sharers = append(cu.sharers, s)
-				}
-				s.shareSeq = max(s.shareSeq, seq)
-				w.quiet = false
-			}
-			w.minRev = max(w.minRev, next)
-			if w.minRev > h.fanRev {
-				// Every later revision is still in the backlog, so
-				// the fan-out will give it the rest.
-				h.syncLocked(w, w.minRev)
-			}
+// deliverLocked hands one group's events to its watchers that are still
+// lagging, moves them on to next, and syncs those that caught up with the
+// fan-out. The events a group's watchers share count once against each
+// stream's budget.
+func (cu *catchUp) deliverLocked(h *Hub, m *groupEvents, next int64) {
+	h.groupPasses++
+	group := h.groupPasses
+	for _, w := range m.g.watchers {
+		if w.state != stateLagging {
+			continue // canceled while History was read
 		}
-		for _, s := range cu.sharers {
-			s.chargeShared(s.shareSeq, m.shared())
+		if evs, payload := m.wanted(w); len(evs) > 0 {
+			s := w.stream
+			seq, ok := s.pushEvents(w, eventsResponse(w, next-1, evs, payload))
+			if !ok {
+				// The stream filled up during this round: the
+				// watcher stays where it was until there is room.
+				continue
+			}
+			if s.shareGroup != group {
+				s.shareGroup, s.shareSeq = group, seq
+				cu.sharers = append(cu.sharers, s)
+			}
+			s.shareSeq = max(s.shareSeq, seq)
+			w.quiet = false
 		}
-		clear(cu.sharers)
-		cu.sharers = cu.sharers[:0]
+		w.minRev = max(w.minRev, next)
+		if w.minRev > h.fanRev {
+			// Every later revision is still in the backlog, so
+			// the fan-out will give it the rest.
+			h.syncLocked(w, w.minRev)
+		}
 	}
-	return true, nil
+	for _, s := range cu.sharers {
+		s.chargeShared(s.shareSeq, m.shared())
+	}
+	clear(cu.sharers)
+	cu.sharers = cu.sharers[:0]
 }
 
 // pickLocked chooses the round's watchers: lagging watchers of streams

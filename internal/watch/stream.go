@@ -145,23 +145,7 @@ func (h *Hub) NewStream() *Stream {
 // ID or the reason. Events follow the created response.
 func (s *Stream) Watch(req *pb.WatchCreateRequest) (int64, error) {
 	h := s.hub
-	key, end, fromKey := string(req.Key), string(req.RangeEnd), false
-	if key == "" {
-		key = "\x00" // the smallest key
-	}
-	if end == "\x00" {
-		end, fromKey = "", true
-	}
-	var filter eventFilter
-	for _, f := range req.Filters {
-		switch f {
-		case pb.WatchCreateRequest_NOPUT:
-			filter |= filterNoPut
-		case pb.WatchCreateRequest_NODELETE:
-			filter |= filterNoDelete
-		}
-	}
-
+	key, end, fromKey := watchedRange(req)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s.gone {
@@ -190,7 +174,36 @@ func (s *Stream) Watch(req *pb.WatchCreateRequest) (int64, error) {
 	} else if s.watchers[id] != nil {
 		return refuse(ErrDuplicateID)
 	}
+	s.addLocked(req, id, rev, key, end, fromKey)
+	return id, nil
+}
 
+// watchedRange is the key range a create request watches, as the index
+// keys it: [key, end), or every key from key on when fromKey.
+func watchedRange(req *pb.WatchCreateRequest) (key, end string, fromKey bool) {
+	key, end = string(req.Key), string(req.RangeEnd)
+	if key == "" {
+		key = "\x00" // the smallest key
+	}
+	if end == "\x00" {
+		end, fromKey = "", true
+	}
+	return key, end, fromKey
+}
+
+// addLocked creates watch id of the request, at the published revision
+// rev, and queues its created response. Called with Hub.mu held.
+func (s *Stream) addLocked(req *pb.WatchCreateRequest, id, rev int64, key, end string, fromKey bool) {
+	h := s.hub
+	var filter eventFilter
+	for _, f := range req.Filters {
+		switch f {
+		case pb.WatchCreateRequest_NOPUT:
+			filter |= filterNoPut
+		case pb.WatchCreateRequest_NODELETE:
+			filter |= filterNoDelete
+		}
+	}
 	w := &watcher{
 		id:             id,
 		stream:         s,
@@ -224,7 +237,6 @@ func (s *Stream) Watch(req *pb.WatchCreateRequest) (int64, error) {
 			h.startProgressTimerLocked(s)
 		}
 	}
-	return id, nil
 }
 
 // Cancel ends a watch and queues etcd's canceled response. It reports

@@ -64,7 +64,7 @@ func sampleStore(t *testing.T) *kvstore.Store {
 	alarm, _ := (&pb.AlarmMember{MemberID: 0xa1, Alarm: pb.AlarmType_NOSPACE}).Marshal()
 	kv.PutAux(kvstore.BucketAlarm, AlarmRecordKey(0xa1, pb.AlarmType_NOSPACE), alarm)
 	kv.SetConsistentIndex(42, 3)
-	if err := kv.Commit(); err != nil {
+	if _, err := kv.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	return kv

@@ -94,9 +94,9 @@ type Node struct {
 	failed     chan struct{}
 	failOnce   sync.Once
 	failWaiter sync.WaitGroup
-	done     chan struct{}
-	errMu    sync.Mutex
-	err      error
+	done       chan struct{}
+	errMu      sync.Mutex
+	err        error
 }
 
 // Start opens (or creates) the member's data directory, brings sm up to

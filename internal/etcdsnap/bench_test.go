@@ -27,12 +27,12 @@ func BenchmarkBuild(b *testing.B) {
 			b.Fatal(err)
 		}
 		if i%1000 == 999 {
-			if err := kv.Commit(); err != nil {
+			if _, err := kv.Commit(); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	if err := kv.Commit(); err != nil {
+	if _, err := kv.Commit(); err != nil {
 		b.Fatal(err)
 	}
 	view := kv.SnapshotView()

@@ -328,7 +328,7 @@ func TestAuthDataRoundTrips(t *testing.T) {
 	for k, v := range records {
 		kv.PutAux(kvstore.BucketAuth, []byte(k), v)
 	}
-	if err := kv.Commit(); err != nil {
+	if _, err := kv.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	path := saveFile(t, kv)

@@ -41,7 +41,7 @@ func TestMetricsCountAsEtcd(t *testing.T) {
 		},
 	}))
 	must(s.DeleteRange(&pb.DeleteRangeRequest{Key: []byte("a")})) // delete
-	if err := s.Commit(); err != nil {
+	if _, err := s.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{

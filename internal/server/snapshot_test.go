@@ -408,7 +408,7 @@ func TestRestoreWithADedicatedWALDir(t *testing.T) {
 	src.Stop()
 
 	cfg := restoredConfig(t, filepath.Join(t.TempDir(), "restored"))
-	cfg.WALDir = filepath.Join(t.TempDir(), "wal")
+	cfg.WALDir = filepath.Join(t.TempDir(), "log")
 	rc := restoreConfigFor(cfg, path, openMemory)
 	rc.WALDir = cfg.WALDir
 	if err := os.Mkdir(rc.WALDir, 0o700); err != nil {

@@ -16,7 +16,7 @@
 // Serve takes a plaintext listener and tells gRPC (HTTP/2) from the HTTP
 // endpoints (HTTP/1.1) by the connection's first bytes. ServeTLS takes a
 // listener whose connections finished their TLS handshake and passed the
-// certificate checks (internal/tlsutil); it tells them apart by the first
+// certificate checks (MetaStore's tlsutil listener); it tells them apart by the first
 // HTTP/2 request's content type, so gRPC keeps its own transport (etcd
 // routes TLS gRPC through grpc.Server.ServeHTTP, several times slower) and
 // an HTTP/2 client of /metrics or the gateway still reaches the HTTP

@@ -184,14 +184,21 @@ func (g *heartbeatGate) close() {
 	g.mu.Unlock()
 }
 
-// heldFor counts held answers to heartbeats that carried a ReadIndex
-// request of member.
+// heldFor counts held answers to heartbeats that carried member's latest
+// ReadIndex request. Answers to an earlier request of member's (a warm-up
+// read, answered by a quorum before the slower follower's answer came in
+// and was held) do not count.
 func (g *heartbeatGate) heldFor(member uint64) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	count := 0
+	count, latest := 0, uint64(0)
 	for _, h := range g.held {
-		if from, _, ok := decodeReadRequestCtx(h.m.Context); ok && from == member {
+		from, seq, ok := decodeReadRequestCtx(h.m.Context)
+		switch {
+		case !ok || from != member || seq < latest:
+		case seq > latest:
+			count, latest = 1, seq
+		default:
 			count++
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc/codes"
 
 	"github.com/metastore-io/metastore/internal/rocksdb"

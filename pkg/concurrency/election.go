@@ -68,6 +68,16 @@ func (e *Election) Campaign(ctx context.Context, val string) error {
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
+		if ctx.Err() != nil {
+			// Withdrawn while the put was under way: it may have been
+			// applied without the answer reaching us, so take back
+			// whatever this session's key is (beyond etcd, whose
+			// candidacy then lingers until the lease expires).
+			_, _ = client.Txn(client.Ctx()).
+				If(clientv3.Compare(clientv3.LeaseValue(key), "=", s.Lease())).
+				Then(clientv3.OpDelete(key)).
+				Commit()
+		}
 		return err
 	}
 	e.leaderKey, e.leaderRev, e.leaderSession = key, resp.Header.Revision, s

@@ -17,9 +17,10 @@ import (
 )
 
 const (
-	// diskSize is the tmpfs a member starts on: room for etcd's 64 MiB
-	// preallocated WAL segment and a few dozen values more.
-	diskSize = "120m"
+	// diskSize is the tmpfs a member starts on: room for etcd's two 64 MiB
+	// preallocated WAL segments (the current one and the next, which its
+	// file pipeline allocates ahead) and a few dozen values more.
+	diskSize = "200m"
 	// diskSizeAfter is the size it is grown to once the disk is full.
 	diskSizeAfter = "1g"
 	// fillValueSize values fill the disk in about a hundred puts; random

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/memory"
+	"github.com/metastore-io/metastore/internal/testutil"
 )
 
 // etcd's quota costs: a put its key, value and 256 bytes; a txn its
@@ -110,22 +110,7 @@ func (b slowCompactor) Compact() error {
 }
 
 // syncBuffer is a log sink the test reads while the server writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // A defragmentation that takes a while logs that it is in progress.
 func TestDefragmentLogsProgress(t *testing.T) {

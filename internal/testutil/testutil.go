@@ -3,6 +3,8 @@
 package testutil
 
 import (
+	"bytes"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,4 +28,23 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// SyncBuffer is a log sink that a test reads while the code under test
+// writes to it from other goroutines.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

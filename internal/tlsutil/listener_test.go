@@ -9,30 +9,15 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/metastore-io/metastore/internal/testutil"
 	"github.com/metastore-io/metastore/test/framework"
 )
 
 // syncBuffer collects log output written from handshake goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer struct{ testutil.SyncBuffer }
 
 // waitFor reports whether the log comes to contain text within 10 s: the
 // server logs a refusal on its handshake goroutine, which may run after

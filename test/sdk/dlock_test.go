@@ -1,17 +1,16 @@
 package sdk
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/metastore-io/metastore/internal/testutil"
 	"github.com/metastore-io/metastore/pkg/dlock"
 	"github.com/metastore-io/metastore/test/framework"
 )
@@ -29,22 +28,7 @@ func TestDLock(t *testing.T) {
 }
 
 // logBuffer collects JSON log records; safe for concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testutil.SyncBuffer }
 
 // has reports whether a record with msg and component=dlock was logged.
 func (b *logBuffer) has(msg string) bool {

@@ -564,7 +564,14 @@ func (s *Server) Defragment(ctx context.Context) error {
 		return ErrStopped
 	}
 	sizeBefore, inUseBefore := s.kv.Size(), s.kv.SizeInUse()
-	done := make(chan error, 1)
+	// The sizes after are read here, while the member still counts this
+	// goroutine as a user of the store: once it leaves, Stop may close
+	// the engine under anyone who reads it.
+	type outcome struct {
+		err                   error
+		sizeAfter, inUseAfter int64
+	}
+	done := make(chan outcome, 1)
 	go func() {
 		defer s.users.leave()
 		s.metrics.defragInflight.Inc()
@@ -572,7 +579,7 @@ func (s *Server) Defragment(ctx context.Context) error {
 		err := c.Compact()
 		s.metrics.defragInflight.Dec()
 		s.metrics.defragSeconds.Observe(time.Since(start).Seconds())
-		done <- err
+		done <- outcome{err: err, sizeAfter: s.kv.Size(), inUseAfter: s.kv.SizeInUse()}
 	}()
 	s.log.Info("starting defragment", "current-db-size-bytes", sizeBefore, "current-db-size-in-use-bytes", inUseBefore)
 	// The engine reports no fraction done: a long defragmentation logs
@@ -582,18 +589,25 @@ func (s *Server) Defragment(ctx context.Context) error {
 	defer progress.Stop()
 	for {
 		select {
-		case err := <-done:
-			if err != nil {
-				s.log.Warn("failed to defragment", "error", err)
-				return fmt.Errorf("defragment: %w", err)
+		case out := <-done:
+			if out.err != nil {
+				s.log.Warn("failed to defragment", "error", out.err)
+				return fmt.Errorf("defragment: %w", out.err)
 			}
 			s.log.Info("finished defragment", "took", time.Since(start),
-				"db-size-bytes-before", sizeBefore, "db-size-bytes-after", s.kv.Size(),
-				"db-size-in-use-bytes-after", s.kv.SizeInUse())
+				"db-size-bytes-before", sizeBefore, "db-size-bytes-after", out.sizeAfter,
+				"db-size-in-use-bytes-after", out.inUseAfter)
 			return nil
 		case <-progress.C:
+			// The compaction may have just ended and left: the size is
+			// read only as a user of the store.
+			if !s.users.enter() {
+				continue
+			}
+			sizeNow := s.kv.Size()
+			s.users.leave()
 			s.log.Info("defragment in progress", "elapsed", time.Since(start).Round(time.Second),
-				"db-size-bytes-before", sizeBefore, "db-size-bytes-now", s.kv.Size())
+				"db-size-bytes-before", sizeBefore, "db-size-bytes-now", sizeNow)
 		case <-ctx.Done():
 			s.log.Info("defragment goes on after its caller stopped waiting", "elapsed", time.Since(start).Round(time.Second))
 			return ctx.Err()

@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 )
 
 // Where a client puts its token: gRPC clients in the "token" metadata,
@@ -63,26 +61,14 @@ func (s *Store) authInfoFromToken(ctx context.Context) (*AuthInfo, error) {
 	return ai, nil
 }
 
-// authInfoFromTLS names the user by the Common Name of the first verified
-// chain's leaf, except for requests the JSON gateway forwards.
+// authInfoFromTLS names the user by the Common Name of the caller's
+// verified client certificate (CallerCommonName).
 func (s *Store) authInfoFromTLS(ctx context.Context) *AuthInfo {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p == nil || p.AuthInfo == nil {
-		return nil
-	}
-	tlsInfo, ok := p.AuthInfo.(credentials.TLSInfo)
+	cn, viaGateway, ok := callerCommonName(ctx)
 	if !ok {
 		return nil
 	}
-	cn, ok := CommonName(tlsInfo.State.VerifiedChains)
-	if !ok {
-		return nil
-	}
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return nil
-	}
-	if gw := md[gatewayMarker]; len(gw) > 0 {
+	if viaGateway {
 		s.log.Warn("ignoring common name in gRPC-gateway proxy request", "common-name", cn)
 		return nil
 	}

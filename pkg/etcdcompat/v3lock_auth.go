@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+
+	"github.com/metastore-io/metastore/internal/auth"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -19,16 +21,20 @@ import (
 var credentialKeys = []string{"token", "authorization"}
 
 // forwardCredentials copies the caller's token from ctx's incoming
-// metadata to its outgoing metadata.
+// metadata to its outgoing metadata, and the Common Name of its client
+// certificate, which names the user when there is no token
+// (--client-cert-auth): the loopback connection carries no certificate of
+// the caller's, so the server believes the name from this metadata on
+// that connection only (internal/auth's LoopbackCommonNameKey).
 func forwardCredentials(ctx context.Context) context.Context {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return ctx
-	}
+	md, _ := metadata.FromIncomingContext(ctx)
 	for _, k := range credentialKeys {
 		if v := md.Get(k); len(v) > 0 {
 			ctx = metadata.AppendToOutgoingContext(ctx, k, v[0])
 		}
+	}
+	if cn, ok := auth.CallerCommonName(ctx); ok {
+		ctx = metadata.AppendToOutgoingContext(ctx, auth.LoopbackCommonNameKey, cn)
 	}
 	return ctx
 }

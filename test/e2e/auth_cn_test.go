@@ -9,14 +9,18 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/metastore-io/metastore/pkg/concurrency/v3lockpb"
 	"github.com/metastore-io/metastore/test/framework"
 )
 
 // TestAuthCommonNameIdentity: with --client-cert-auth, a request without
 // a token is its client certificate's Common Name's; a token wins over the
 // certificate; the JSON gateway refuses a request over a certificate with
-// a CN (it could not pass the identity on).
+// a CN (it could not pass the identity on). The Lock service acts as the
+// certificate's user as well.
 func TestAuthCommonNameIdentity(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t, testTimeout)
@@ -63,6 +67,21 @@ func TestAuthCommonNameIdentity(t *testing.T) {
 	requireAuthError(t, err, rpctypes.ErrGRPCPermissionDenied)
 	_, err = byCN.UserList(ctx)
 	requireAuthError(t, err, rpctypes.ErrGRPCPermissionDenied)
+	// The Lock service acts as its caller, named by the certificate too.
+	lock := v3lockpb.NewLockClient(byCN.ActiveConnection())
+	held, err := lock.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("mine/lock")})
+	if err != nil {
+		t.Fatalf("lock by certificate under a permitted prefix: %v", err)
+	}
+	if _, err := lock.Unlock(ctx, &v3lockpb.UnlockRequest{Key: held.Key}); err != nil {
+		t.Fatalf("unlock by certificate: %v", err)
+	}
+	// etcd's Lock service answers a denial with code Unknown: the
+	// client's error passes through as a plain error.
+	_, err = lock.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("secret")})
+	if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != "etcdserver: permission denied" {
+		t.Fatalf("lock by certificate under a forbidden prefix: %v, want Unknown etcdserver: permission denied", err)
+	}
 	// A token names the user whatever the certificate says.
 	byToken := certClient("root", authRootPassword)
 	if _, err := byToken.Get(ctx, "secret"); err != nil {

@@ -159,3 +159,54 @@ func currentRevisionOf(ctx context.Context, t *testing.T, m *framework.Member) i
 	cli := m.NewClient(t)
 	return currentRevision(ctx, t, cli)
 }
+
+// TestQuotaNoSpaceAlarmCluster: in a 3-member cluster the NOSPACE alarm is
+// replicated state. Once one member runs out of quota every member refuses
+// puts with "database space exceeded" and lists the alarm, reads keep
+// working everywhere, and after compaction, defragmentation of every
+// member and `alarm disarm` writes succeed through every member again.
+func TestQuotaNoSpaceAlarmCluster(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, ExtraFlags: []string{"--quota-backend-bytes=" + strconv.Itoa(quotaTestBytes)}})
+	ctx := testContext(t, 2*testTimeout)
+	ctl := c.Etcdctl()
+	members := c.Members()
+	first := members[0].NewClient(t)
+	mustPut(ctx, t, first, "/quota/small", "v")
+	fillQuota(ctx, t, first, "/quota/big")
+
+	for _, m := range members {
+		cli := m.NewClient(t)
+		_, err := cli.Put(ctx, "/quota/tiny", "v")
+		requireNoSpace(t, err)
+		if got := mustGet(ctx, t, cli, "/quota/small"); len(got.Kvs) != 1 {
+			t.Fatalf("read from %s under NOSPACE: %v", m.Name(), got.Kvs)
+		}
+		alarms, err := cli.AlarmList(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(alarms.Alarms) == 0 {
+			t.Fatalf("%s lists no alarm under NOSPACE", m.Name())
+		}
+		for _, a := range alarms.Alarms {
+			if a.Alarm.String() != "NOSPACE" {
+				t.Fatalf("%s lists alarm %v, want only NOSPACE", m.Name(), a)
+			}
+		}
+	}
+
+	rev := strconv.FormatInt(currentRevision(ctx, t, first), 10)
+	requireEtcdctl(ctx, t, ctl, "compacted revision "+rev+"\n", "compact", rev)
+	res, err := ctl.Run(ctx, "defrag", "--cluster")
+	if err != nil || res.ExitCode != 0 || strings.Count(res.Stdout, "Finished defragmenting etcd member[") != len(members) {
+		t.Fatalf("defrag --cluster under NOSPACE: %v %+v", err, res)
+	}
+	if res, err := ctl.Run(ctx, "alarm", "disarm"); err != nil || res.ExitCode != 0 {
+		t.Fatalf("alarm disarm: %v %+v", err, res)
+	}
+	requireEtcdctl(ctx, t, ctl, "", "alarm", "list")
+	for i, m := range members {
+		mustPut(ctx, t, m.NewClient(t), "/quota/after/"+strconv.Itoa(i), "v")
+	}
+}

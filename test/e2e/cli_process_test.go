@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,27 +37,11 @@ func targetBinary(t *testing.T) (framework.Target, string) {
 	return target, target.BinaryPath(root)
 }
 
-// freePorts returns n distinct free loopback ports (held together while
-// chosen, so they differ; another process may still take one before the
-// server binds it, which the tests report as a start failure).
+// freePorts returns n distinct free loopback ports, held against every
+// other framework user until t ends (framework.ReservePorts).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
+	return framework.ReservePorts(t, n)
 }
 
 // rawMember is one server process started with a given command line.

@@ -21,7 +21,8 @@ const (
 	// DefaultReadyTimeout bounds cluster start-up and each restart.
 	DefaultReadyTimeout = 30 * time.Second
 	// startAttempts is how often NewCluster retries when a reserved port was
-	// taken by another process before the server could bind it.
+	// taken before the server could bind it (by a process outside the
+	// framework: framework users respect each other's leases).
 	startAttempts = 3
 	// logTailLines is how much of each member's log a failed test prints.
 	logTailLines = 150
@@ -72,6 +73,9 @@ type Cluster struct {
 	baseDir  string
 	cfg      ClusterConfig
 	network  *PeerNetwork // nil without PeerProxies
+	// ports holds every member's ports until cleanup, so no concurrently
+	// running test binds a killed member's port (see ports.go).
+	ports []*PortLease
 
 	// mu guards members against the proxies' reads (memberPIDs); the
 	// test's goroutine is the only writer.
@@ -126,7 +130,9 @@ func NewCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 		}
 		c.killAll(t)
 		c.closeProxies()
-		if !c.lostPortRace() || attempt == startAttempts {
+		lost := c.lostPortRace()
+		c.releasePorts()
+		if !lost || attempt == startAttempts {
 			t.Fatalf("start %d-member %s cluster: %v", cfg.Size, target, err)
 		}
 		t.Logf("start attempt %d lost a port to another process, retrying on new ports: %v", attempt, err)
@@ -170,10 +176,12 @@ func (c *Cluster) bootstrap(cfg ClusterConfig) error {
 // newMember builds a member on fresh loopback ports (behind a new proxy
 // when the cluster uses them), without its --initial-cluster flags.
 func (c *Cluster) newMember(name string) (*Member, error) {
-	ports, err := reserveLoopbackPorts(4)
+	lease, err := reservePorts(4)
 	if err != nil {
 		return nil, err
 	}
+	c.ports = append(c.ports, lease)
+	ports := lease.Ports()
 	m := &Member{
 		name:          name,
 		binary:        c.binary,
@@ -336,6 +344,14 @@ func (c *Cluster) killAll(t testing.TB) {
 	}
 }
 
+// releasePorts frees the members' ports for other tests.
+func (c *Cluster) releasePorts() {
+	for _, l := range c.ports {
+		l.Release()
+	}
+	c.ports = nil
+}
+
 // closeProxies closes the peer proxies, if any.
 func (c *Cluster) closeProxies() {
 	if c.network != nil {
@@ -347,6 +363,7 @@ func (c *Cluster) closeProxies() {
 func (c *Cluster) cleanup(t testing.TB) {
 	c.killAll(t)
 	c.closeProxies()
+	c.releasePorts()
 	if !t.Failed() {
 		return
 	}

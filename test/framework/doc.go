@@ -30,6 +30,11 @@
 //     from the others, in both directions, by the source and destination
 //     of each connection (the source found from the kernel's socket
 //     tables, see proxy.go).
+//   - Ports come from ReservePorts (ports.go): below the kernel's ephemeral
+//     range, each held with a lock on its byte in a lock file shared by
+//     every test process until the cluster (or test) ends, so a killed
+//     member's port is never taken by a concurrently running test's server
+//     while this test's clients still reconnect to it.
 //   - Cluster.NewJoiningMember prepares a member that joins a running
 //     cluster with --initial-cluster-state=existing after `member add`;
 //     Member.Pause/Resume freeze a process with SIGSTOP/SIGCONT.

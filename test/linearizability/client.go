@@ -33,9 +33,15 @@ type client struct {
 	// CAS expects it, so that swaps succeed often enough to matter.
 	seen   map[string]string
 	writes int
+	// clusterID is the cluster's ID, read at the start: a response
+	// carrying another one came from a foreign server that took a killed
+	// member's port, and is no event of this cluster's history.
+	clusterID uint64
+	// foreign counts such responses.
+	foreign int
 }
 
-func newClient(id int, endpoint string, seed uint64, hist *history) (*client, error) {
+func newClient(id int, endpoint string, clusterID, seed uint64, hist *history) (*client, error) {
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("client %d: dial %s: %w", id, endpoint, err)
@@ -47,7 +53,20 @@ func newClient(id int, endpoint string, seed uint64, hist *history) (*client, er
 		rng:  rand.New(rand.NewPCG(seed, uint64(id))),
 		hist: hist,
 		seen: map[string]string{},
+
+		clusterID: clusterID,
 	}, nil
+}
+
+// fromForeign reports (and counts) a response from another cluster's
+// server. Such an operation did not reach this cluster: it failed, with a
+// known outcome (nothing happened here), and is left out of the history.
+func (c *client) fromForeign(h *pb.ResponseHeader) bool {
+	if h.GetClusterId() == c.clusterID {
+		return false
+	}
+	c.foreign++
+	return true
 }
 
 func (c *client) close() { c.conn.Close() }
@@ -106,7 +125,7 @@ func (c *client) get(ctx context.Context, key string) bool {
 	resp, err := c.kv.Range(octx, &pb.RangeRequest{Key: []byte(key)})
 	cancel()
 	ret := c.hist.now()
-	if err != nil {
+	if err != nil || c.fromForeign(resp.Header) {
 		return false // a failed read changed nothing
 	}
 	out := output{}
@@ -122,9 +141,12 @@ func (c *client) put(ctx context.Context, key string) bool {
 	in := input{kind: opPut, key: key, value: c.nextValue()}
 	call := c.hist.now()
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
-	_, err := c.kv.Put(octx, &pb.PutRequest{Key: []byte(key), Value: []byte(in.value)})
+	resp, err := c.kv.Put(octx, &pb.PutRequest{Key: []byte(key), Value: []byte(in.value)})
 	cancel()
 	ret := c.hist.now()
+	if err == nil && c.fromForeign(resp.Header) {
+		return false
+	}
 	failed, unknown := outcome(err)
 	if !failed {
 		c.seen[key] = in.value
@@ -152,6 +174,9 @@ func (c *client) cas(ctx context.Context, key string) bool {
 	resp, err := c.kv.Txn(octx, req)
 	cancel()
 	ret := c.hist.now()
+	if err == nil && c.fromForeign(resp.Header) {
+		return false
+	}
 	failed, unknown := outcome(err)
 	if failed && !unknown {
 		return false

@@ -34,6 +34,15 @@
 // each watcher's record is held against it in etcd's robustness terms:
 // ordered, unique, atomic, bookmarkable, reliable and resumable (watch.go).
 //
+// Every client and watcher knows the cluster's ID (read from a response
+// header at the start) and holds every response header against it: a
+// member's port, free while the member is killed, could be taken by
+// another test's server (test/framework leases ports against that, see
+// framework.ReservePorts, but a process outside the framework could still
+// bind one). An answer carrying another cluster ID did not come from this
+// cluster: the operation failed with nothing done here and stays out of
+// the history, and a watch stream is abandoned without recording it.
+//
 // The history is checked with github.com/anishathalye/porcupine against
 // a register per key (the model is partitioned by key). A violation
 // writes porcupine's HTML visualisation next to the test's log and fails.

@@ -44,12 +44,13 @@ func TestLinearizability(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), *duration+recoveryTimeout)
 	defer cancel()
 	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, PeerProxies: true, SnapshotCount: snapshotCount})
+	clusterID := readClusterID(ctx, t, c)
 
 	hist := newHistory()
 	var clients []*client
 	for i, m := range c.Members() {
 		for j := range clientsPerMember {
-			cl, err := newClient(i*clientsPerMember+j, m.Endpoint(), seed, hist)
+			cl, err := newClient(i*clientsPerMember+j, m.Endpoint(), clusterID, seed, hist)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +62,7 @@ func TestLinearizability(t *testing.T) {
 	names, endpoints := memberEndpoints(c)
 	var watchers []*watcher
 	for i := range watchersCount {
-		w, err := newWatcher(i, names, endpoints, seed)
+		w, err := newWatcher(i, names, endpoints, clusterID, seed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,6 +87,16 @@ func TestLinearizability(t *testing.T) {
 		t.Fatalf("nemesis: %v", err)
 	}
 	t.Logf("nemesis: %s", nem.summary())
+	foreign := 0
+	for _, cl := range clients {
+		foreign += cl.foreign
+	}
+	for _, w := range watchers {
+		foreign += w.foreign
+	}
+	if foreign > 0 {
+		t.Logf("%d responses came from a foreign server on a member's port (left out of the history)", foreign)
+	}
 
 	// Heal everything and read every key through every member.
 	c.Network().HealAll()
@@ -99,8 +110,8 @@ func TestLinearizability(t *testing.T) {
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatalf("cluster did not recover from the nemesis: %v", err)
 	}
-	finalReads(ctx, t, c, hist, seed, len(clients))
-	checkWatchers(ctx, t, c, watchers)
+	finalReads(ctx, t, c, hist, clusterID, seed, len(clients))
+	checkWatchers(ctx, t, c, clusterID, watchers)
 
 	ops := hist.operations()
 	unknown := 0
@@ -126,10 +137,10 @@ func TestLinearizability(t *testing.T) {
 
 // finalReads reads every key through every member, retrying failed reads
 // (a member may still be catching up), and records them.
-func finalReads(ctx context.Context, t *testing.T, c *framework.Cluster, hist *history, seed uint64, firstID int) {
+func finalReads(ctx context.Context, t *testing.T, c *framework.Cluster, hist *history, clusterID, seed uint64, firstID int) {
 	t.Helper()
 	for i, m := range c.Members() {
-		cl, err := newClient(firstID+i, m.Endpoint(), seed, hist)
+		cl, err := newClient(firstID+i, m.Endpoint(), clusterID, seed, hist)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,6 +158,21 @@ func finalReads(ctx context.Context, t *testing.T, c *framework.Cluster, hist *h
 	}
 }
 
+// readClusterID reads the cluster's ID from a response header, for the
+// clients and watchers to tell this cluster's answers from a foreign
+// server's.
+func readClusterID(ctx context.Context, t *testing.T, c *framework.Cluster) uint64 {
+	t.Helper()
+	resp, err := c.Member(0).NewClient(t).Get(ctx, "/lin/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatalf("read the cluster ID: %v", err)
+	}
+	if resp.Header.ClusterId == 0 {
+		t.Fatal("the response header carries no cluster ID")
+	}
+	return resp.Header.ClusterId
+}
+
 func memberEndpoints(c *framework.Cluster) (names, endpoints []string) {
 	for _, m := range c.Members() {
 		names = append(names, m.Name())
@@ -158,7 +184,7 @@ func memberEndpoints(c *framework.Cluster) (names, endpoints []string) {
 // checkWatchers reads the whole event history from every member, checks
 // that the members agree on it, and holds every watcher's record against
 // it (see watch.go).
-func checkWatchers(ctx context.Context, t *testing.T, c *framework.Cluster, watchers []*watcher) {
+func checkWatchers(ctx context.Context, t *testing.T, c *framework.Cluster, clusterID uint64, watchers []*watcher) {
 	t.Helper()
 	cli := c.Member(0).NewClient(t)
 	resp, err := cli.Get(ctx, "/lin/", clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -168,7 +194,7 @@ func checkWatchers(ctx context.Context, t *testing.T, c *framework.Cluster, watc
 	rev := resp.Header.Revision
 	var history []*mvccpb.Event
 	for i, m := range c.Members() {
-		h, err := fullHistory(ctx, m.Endpoint(), rev)
+		h, err := fullHistory(ctx, m.Endpoint(), clusterID, rev)
 		if err != nil {
 			t.Fatalf("read the event history from %s: %v", m.Name(), err)
 		}

@@ -69,10 +69,15 @@ type watcher struct {
 	next    int64 // the revision to resume from
 	resps   []watchResponse
 	resumes int
+	// clusterID is the cluster's ID; a stream whose responses carry
+	// another came from a foreign server on a killed member's port: its
+	// responses are dropped and the stream abandoned (foreign counts them).
+	clusterID uint64
+	foreign   int
 }
 
-func newWatcher(id int, names, endpoints []string, seed uint64) (*watcher, error) {
-	w := &watcher{id: id, names: names, endpoints: endpoints, next: 1,
+func newWatcher(id int, names, endpoints []string, clusterID, seed uint64) (*watcher, error) {
+	w := &watcher{id: id, names: names, endpoints: endpoints, next: 1, clusterID: clusterID,
 		rng: rand.New(rand.NewPCG(seed, uint64(1000+id)))}
 	for _, ep := range endpoints {
 		conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -111,6 +116,10 @@ func (w *watcher) run(ctx context.Context) {
 // follow runs one stream on member m from w.next until ctx ends or the
 // stream fails.
 func (w *watcher) follow(ctx context.Context, m int) error {
+	// Ending the stream's context on return also ends askProgress,
+	// which the deferred receive waits for.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stream, err := pb.NewWatchClient(w.conns[m]).Watch(ctx)
 	if err != nil {
 		return err
@@ -123,11 +132,15 @@ func (w *watcher) follow(ctx context.Context, m int) error {
 	}
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- askProgress(ctx, stream) }()
-	defer func() { <-sendErr }()
+	defer func() { cancel(); <-sendErr }()
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
 			return err
+		}
+		if id := resp.Header.GetClusterId(); id != w.clusterID {
+			w.foreign++
+			return fmt.Errorf("%s answered for cluster %x, not %x: a foreign server", w.names[m], id, w.clusterID)
 		}
 		if resp.Created {
 			continue
@@ -176,7 +189,7 @@ func prefixEnd(prefix string) []byte {
 // fullHistory reads every event from revision 1 through rev on the member
 // at endpoint: it watches until a progress notification at rev or later
 // arrives.
-func fullHistory(ctx context.Context, endpoint string, rev int64) ([]*mvccpb.Event, error) {
+func fullHistory(ctx context.Context, endpoint string, clusterID uint64, rev int64) ([]*mvccpb.Event, error) {
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
@@ -203,6 +216,9 @@ func fullHistory(ctx context.Context, endpoint string, rev int64) ([]*mvccpb.Eve
 		}
 		if err != nil {
 			return nil, err
+		}
+		if id := resp.Header.GetClusterId(); id != clusterID {
+			return nil, fmt.Errorf("%s answered for cluster %x, not %x: a foreign server", endpoint, id, clusterID)
 		}
 		if resp.Canceled {
 			return nil, fmt.Errorf("watch canceled: %s", resp.CancelReason)

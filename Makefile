@@ -28,7 +28,7 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-linearizability-rocksdb test-overload-long fuzz bench bench-cluster lint clean
+.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-faults-long test-linearizability-rocksdb test-overload-long fuzz bench bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
@@ -42,6 +42,8 @@ help:
 	@echo "make test-e2e-etcd  e2e suite against the reference etcd (validates the tests)"
 	@echo "make test-linearizability-long  10-minute linearizability and watch check under kill/pause/partition faults"
 	@echo "                    (LIN_ENGINE=rocksdb for the RocksDB engine)"
+	@echo "make test-faults-long  the linearizability + watch check under one fault for DURATION (default 10m) on ENGINE"
+	@echo "                    (memory|rocksdb): FAULT=kill|pause|isolate|membership|all; prints a summary line"
 	@echo "make test-overload-long  the overload tests at their long sizes (LIN_ENGINE=rocksdb for RocksDB)"
 	@echo "make fuzz           every Go fuzz target for FUZZTIME each (default 30s)"
 	@echo "make bench          Go benchmarks of ./internal/..., then bench/compare.sh (MetaStore vs etcd)"
@@ -121,6 +123,21 @@ LIN_ENGINE ?= memory
 LIN_FLAGS = $(if $(filter rocksdb,$(LIN_ENGINE)),--storage-engine=rocksdb,)
 test-linearizability-long: build tools
 	E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(LIN_FLAGS) $(GO) test -count=1 -timeout 30m -run TestLinearizability -v ./test/linearizability/ -args -lin.duration=$(LIN_DURATION)
+
+# One fault at a time for DURATION on ENGINE, against E2E_TARGET: the
+# nemesis faults (kill, pause, isolate, membership, or all of them) under
+# the linearizability and watch check. The last line printed is the run's
+# summary: operations, faults injected and the checker's verdict.
+FAULT ?= all
+ENGINE ?= memory
+DURATION ?= 10m
+ENGINE_FLAGS = $(if $(filter rocksdb,$(ENGINE)),--storage-engine=rocksdb,)
+FAULTS_LONG_LOG = $(CURDIR)/test-faults-long-$(FAULT)-$(ENGINE).log
+test-faults-long: build tools
+	@echo "log: $(FAULTS_LONG_LOG)"
+	rc=0; \
+	E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(ENGINE_FLAGS) $(GO) test -count=1 -timeout 60m -run 'TestLinearizability$$' -v ./test/linearizability/ -args -lin.duration=$(DURATION) -lin.faults=$(FAULT) > $(FAULTS_LONG_LOG) 2>&1 || rc=$$?; \
+	grep -h -- '--- \|summary:' $(FAULTS_LONG_LOG) || true; exit $$rc
 
 # make test runs the overload tests (test/faults/overload_test.go) at their
 # short sizes; this runs them at the long ones (100,000 never-read watchers,

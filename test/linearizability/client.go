@@ -128,7 +128,7 @@ func (c *client) get(ctx context.Context, key string) bool {
 	if err != nil || c.fromForeign(resp.Header) {
 		return false // a failed read changed nothing
 	}
-	out := output{}
+	out := output{rev: resp.Header.GetRevision()}
 	if len(resp.Kvs) == 1 {
 		out.value = string(resp.Kvs[0].Value)
 	}
@@ -152,7 +152,11 @@ func (c *client) put(ctx context.Context, key string) bool {
 		c.seen[key] = in.value
 	}
 	if !failed || unknown {
-		c.hist.add(c.id, in, output{unknown: unknown}, call, ret)
+		out := output{unknown: unknown}
+		if !failed {
+			out.rev = resp.Header.GetRevision()
+		}
+		c.hist.add(c.id, in, out, call, ret)
 	}
 	return !failed
 }
@@ -183,7 +187,7 @@ func (c *client) cas(ctx context.Context, key string) bool {
 	}
 	out := output{unknown: unknown}
 	if !failed {
-		out.ok = resp.Succeeded
+		out.ok, out.rev = resp.Succeeded, resp.Header.GetRevision()
 		if resp.Succeeded {
 			c.seen[key] = in.value
 		} else {

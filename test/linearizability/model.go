@@ -33,6 +33,9 @@ type output struct {
 	unknown bool
 	value   string // get: the value read
 	ok      bool   // cas: whether it swapped
+	// rev is the response header's revision (0 when unknown): the
+	// store's revision the operation saw or made.
+	rev int64
 }
 
 // registerModel is a register per key: the state is the key's value, ""

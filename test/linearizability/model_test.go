@@ -1,9 +1,11 @@
 package linearizability
 
 import (
+	"math"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // The model must reject what a broken store would do, or the end-to-end
@@ -40,5 +42,29 @@ func TestRegisterModel(t *testing.T) {
 		if got := porcupine.CheckOperations(registerModel, c.history); got != c.want {
 			t.Errorf("%s: linearizable = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestResolveUnknown: an unknown write absent from the event history is
+// dropped; one present becomes known, returning by the first operation
+// that saw its revision.
+func TestResolveUnknown(t *testing.T) {
+	ops := []porcupine.Operation{
+		{ClientId: 0, Input: input{kind: opPut, key: "k", value: "a"}, Output: output{unknown: true}, Call: 0, Return: math.MaxInt64},
+		{ClientId: 1, Input: input{kind: opCAS, key: "k", value: "b", old: "x"}, Output: output{unknown: true}, Call: 1, Return: math.MaxInt64},
+		{ClientId: 2, Input: input{kind: opGet, key: "k"}, Output: output{value: "a", rev: 5}, Call: 10, Return: 20},
+		{ClientId: 3, Input: input{kind: opPut, key: "k", value: "c"}, Output: output{rev: 7}, Call: 12, Return: 15},
+	}
+	events := []*mvccpb.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("a"), ModRevision: 5}},
+		{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("c"), ModRevision: 7}}}
+	out, resolved, dropped := resolveUnknown(ops, events)
+	if resolved != 1 || dropped != 1 || len(out) != 3 {
+		t.Fatalf("resolved %d, dropped %d, kept %d; want 1, 1, 3", resolved, dropped, len(out))
+	}
+	if o := out[0].Output.(output); o.unknown || o.rev != 5 || out[0].Return != 15 {
+		t.Errorf("resolved put: output %+v, return %d; want known at revision 5, returning at 15", o, out[0].Return)
+	}
+	if res := porcupine.CheckOperations(registerModel, out); !res {
+		t.Error("the resolved history is not linearizable")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,11 +19,35 @@ const (
 	faultKill fault = iota
 	faultPause
 	faultIsolate
+	faultReconfigure
 	faultCount
 )
 
-func (f fault) String() string {
-	return [...]string{"kill -9", "SIGSTOP", "isolate"}[f]
+// faultNames are the faults' names in -lin.faults (and make
+// test-faults-long FAULT=...).
+var faultNames = [...]string{"kill", "pause", "isolate", "membership"}
+
+func (f fault) String() string { return faultNames[f] }
+
+// parseFaults reads a comma-separated list of fault names ("all" for
+// every fault).
+func parseFaults(list string) ([]fault, error) {
+	if list == "all" {
+		var all []fault
+		for f := range faultCount {
+			all = append(all, f)
+		}
+		return all, nil
+	}
+	var faults []fault
+	for _, name := range strings.Split(list, ",") {
+		i := slices.Index(faultNames[:], strings.TrimSpace(name))
+		if i < 0 {
+			return nil, fmt.Errorf("unknown fault %q (want all or some of %s)", name, strings.Join(faultNames[:], ","))
+		}
+		faults = append(faults, fault(i))
+	}
+	return faults, nil
 }
 
 const (
@@ -34,17 +60,29 @@ const (
 	calmMax = 2 * time.Second
 )
 
-// nemesis injures one member at a time, cycling through every fault kind
+// nemesis injures one member at a time, cycling through its fault kinds
 // in a random order each round, until its context ends.
 type nemesis struct {
 	t       *testing.T
 	cluster *framework.Cluster
+	faults  []fault
 	rng     *rand.Rand
-	counts  [faultCount]int
+	// ms drives faultReconfigure and says which slots are in the
+	// cluster; nil without that fault (every slot is then a member).
+	ms     *membership
+	counts [faultCount]int
 }
 
-func newNemesis(t *testing.T, c *framework.Cluster, seed uint64) *nemesis {
-	return &nemesis{t: t, cluster: c, rng: rand.New(rand.NewPCG(seed, 0x6e656d))}
+func newNemesis(t *testing.T, c *framework.Cluster, faults []fault, ms *membership, seed uint64) *nemesis {
+	return &nemesis{t: t, cluster: c, faults: faults, ms: ms, rng: rand.New(rand.NewPCG(seed, 0x6e656d))}
+}
+
+// members are the members the nemesis may injure: those in the cluster.
+func (n *nemesis) members() []*framework.Member {
+	if n.ms == nil {
+		return n.cluster.Members()
+	}
+	return n.ms.members()
 }
 
 // run injures and heals until ctx ends, and leaves every member healed
@@ -52,11 +90,11 @@ func newNemesis(t *testing.T, c *framework.Cluster, seed uint64) *nemesis {
 // be signalled or restarted), which fails the test.
 func (n *nemesis) run(ctx context.Context) error {
 	for {
-		for _, f := range n.rng.Perm(int(faultCount)) {
+		for _, i := range n.rng.Perm(len(n.faults)) {
 			if !sleepCtx(ctx, n.between(calmMin, calmMax)) {
 				return nil
 			}
-			if err := n.inject(ctx, fault(f)); err != nil {
+			if err := n.inject(ctx, n.faults[i]); err != nil {
 				return err
 			}
 		}
@@ -70,10 +108,15 @@ func (n *nemesis) between(lo, hi time.Duration) time.Duration {
 // inject hurts a random member with f, waits, and heals it. The healing
 // happens even when ctx ends meanwhile.
 func (n *nemesis) inject(ctx context.Context, f fault) error {
-	members := n.cluster.Members()
+	n.counts[f]++
+	if f == faultReconfigure {
+		what, err := n.ms.step(ctx)
+		n.t.Logf("nemesis: %s", what)
+		return err
+	}
+	members := n.members()
 	m := members[n.rng.IntN(len(members))]
 	hold := n.between(faultMin, faultMax)
-	n.counts[f]++
 	n.t.Logf("nemesis: %s %s for %v", f, m.Name(), hold.Round(time.Millisecond))
 	switch f {
 	case faultKill:
@@ -102,7 +145,20 @@ func (n *nemesis) inject(ctx context.Context, f fault) error {
 
 // summary says how often each fault was injected.
 func (n *nemesis) summary() string {
-	return fmt.Sprintf("%d kills, %d pauses, %d isolations", n.counts[faultKill], n.counts[faultPause], n.counts[faultIsolate])
+	s := fmt.Sprintf("%d kills, %d pauses, %d isolations", n.counts[faultKill], n.counts[faultPause], n.counts[faultIsolate])
+	if n.ms != nil {
+		s += ", " + n.ms.summary()
+	}
+	return s
+}
+
+// injected is the number of faults injected.
+func (n *nemesis) injected() int {
+	total := 0
+	for _, c := range n.counts {
+		total += c
+	}
+	return total
 }
 
 // sleepCtx waits d, or less if ctx ends first (false then). The nemesis

@@ -7,10 +7,14 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
+
+// checkTimeout bounds the linearizability check itself.
+const checkTimeout = 5 * time.Minute
 
 // verdict is the outcome of the linearizability check.
 type verdict struct {

@@ -29,8 +29,6 @@ const (
 	// recoveryTimeout bounds start-up, the final recovery and the final
 	// reads, on top of -lin.duration.
 	recoveryTimeout = 3 * time.Minute
-	// checkTimeout bounds the linearizability check itself.
-	checkTimeout = 5 * time.Minute
 	// snapshotCount makes members snapshot often, so restarted members
 	// catch up by snapshot under the nemesis too.
 	snapshotCount = 500

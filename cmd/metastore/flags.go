@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +14,11 @@ import (
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 )
+
+// minSendBytes is the least --experimental-max-send-bytes: every answer
+// but a large read's must still fit (a watch response is cut at
+// --max-request-bytes, 1.5 MiB by default).
+const minSendBytes = 1 << 20
 
 // options are the serve flags. Names and defaults are etcd's, so an etcd
 // command line (or an ETCD_* environment) starts a MetaStore member.
@@ -30,6 +36,7 @@ type options struct {
 	maxLearners              int
 	snapshotCount            uint64
 	maxRequestBytes          uint
+	maxSendBytes             int
 	maxTxnOps                uint
 	heartbeatMs              uint
 	electionMs               uint
@@ -97,6 +104,9 @@ func (o *options) registerMember(fs *pflag.FlagSet) {
 	fs.IntVar(&o.maxLearners, "max-learners", 1, "Sets the maximum number of learners that can be available in the cluster membership.")
 	fs.Uint64Var(&o.snapshotCount, "snapshot-count", 10000, "Number of committed transactions to trigger a snapshot to disk.")
 	fs.UintVar(&o.maxRequestBytes, "max-request-bytes", 1.5*1024*1024, "Maximum client request size in bytes the server will accept.")
+	// MetaStore's own: etcd's server has no such flag (its grpc-proxy's
+	// --max-send-bytes is the client side of a proxy).
+	fs.IntVar(&o.maxSendBytes, "experimental-max-send-bytes", math.MaxInt32, "MetaStore only: largest message the gRPC server sends a client, in bytes (etcd's fixed math.MaxInt32 by default); a range whose response would be larger is refused with ResourceExhausted before it is built.")
 	fs.UintVar(&o.maxTxnOps, "max-txn-ops", 128, "Maximum number of operations permitted in a transaction.")
 	fs.UintVar(&o.heartbeatMs, "heartbeat-interval", 100, "Time (in milliseconds) of a heartbeat interval.")
 	fs.UintVar(&o.electionMs, "election-timeout", 1000, "Time (in milliseconds) for an election to timeout.")
@@ -227,6 +237,9 @@ func (o *options) validate() error {
 	}
 	if o.maxRequestBytes == 0 {
 		return fmt.Errorf("--max-request-bytes must be greater than 0")
+	}
+	if o.maxSendBytes < minSendBytes || o.maxSendBytes > math.MaxInt32 {
+		return fmt.Errorf("--experimental-max-send-bytes %d: must be from %d to %d", o.maxSendBytes, minSendBytes, math.MaxInt32)
 	}
 	if o.maxLearners < 1 {
 		return fmt.Errorf("--max-learners must be at least 1")

@@ -20,6 +20,7 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/logging"
 	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/memlimit"
 	"github.com/metastore-io/metastore/internal/memory"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 	"github.com/metastore-io/metastore/internal/sdnotify"
@@ -154,8 +155,10 @@ func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prom
 		PeerTLS:                     peerClientTLS(certs.peer),
 		PeerListeners:               peers,
 		ClientListeners:             clients,
+		Memory:                      memlimit.FromRuntime(),
 		Client: etcdcompat.Config{
 			MaxRequestBytes:   o.maxRequestBytes,
+			MaxSendBytes:      o.maxSendBytes,
 			MaxTxnOps:         o.maxTxnOps,
 			Logger:            logger,
 			Metrics:           registry,

@@ -86,6 +86,18 @@
 // revision that a concurrent compaction removes sees the older snapshot
 // (correct data) or the newer one (ErrCompacted), never a mix.
 //
+// # Bounded responses
+//
+// Range and ReadTxn load values only for the key-values their response
+// carries (keys_only reads take key, revisions, version and lease from
+// the key index at the current revision and read no value; filters and
+// sorts other than by value work on that metadata and load the values
+// of what is left), count the response's encoded bytes as they load, and
+// stop at Options.MaxResponseBytes or MaxResponseMemory with a
+// ResponseTooLargeError (rangesize.go): a range over gigabytes is refused
+// without the member holding it. The ranges of a txn that writes run in
+// apply and are not bounded.
+//
 // # Errors
 //
 // The sentinel errors carry etcd's own messages. The gRPC layer is

@@ -17,16 +17,25 @@ type kvReader struct {
 	values     Reader
 	pending    map[revision]*mvccpb.KeyValue // nil on the read side
 	compactRev int64
+	budget     *responseBudget // nil: responses are not bounded (the apply side)
 }
 
 type rangeOptions struct {
 	limit int64
 	rev   int64
 	count bool
+	// meta leaves every Value nil and takes the metadata from the key
+	// index where it has it (see kvFromIndex), reading records only for
+	// keys whose newest revision at rev is not their latest.
+	meta bool
+	// charge counts the first charge key-values found against the
+	// reader's budget (-1: all of them; 0: none).
+	charge int
 }
 
 type rangeResult struct {
 	kvs   []mvccpb.KeyValue
+	revs  []revision // with meta: where each of kvs is stored
 	count int
 	rev   int64
 }
@@ -47,39 +56,188 @@ func (r *kvReader) rangeKeys(key, end []byte, curRev int64, ro rangeOptions) (ra
 	if ro.count {
 		return rangeResult{count: r.index.count(key, end, rev), rev: curRev}, nil
 	}
-	revs, total := r.index.revisions(key, end, rev, int(ro.limit))
-	if len(revs) == 0 {
-		return rangeResult{count: total, rev: curRev}, nil
+	c := rangeCollector{r: r, ro: ro, rev: rev, mem: arena{expect: expectedKeys(end, ro.limit)}}
+	r.index.visit(key, end, c.visit)
+	if c.err != nil {
+		return rangeResult{}, c.err
 	}
-	kvs := make([]mvccpb.KeyValue, len(revs))
-	var keyBuf [revKeyLen]byte
-	mem := arena{expect: len(revs)}
-	for i, rv := range revs {
-		if err := r.fetch(rv, &kvs[i], keyBuf[:0], &mem); err != nil {
-			return rangeResult{}, err
-		}
+	if r.budget.over() {
+		return rangeResult{}, r.budget.err()
 	}
-	return rangeResult{kvs: kvs, count: total, rev: curRev}, nil
+	return rangeResult{kvs: c.kvs, revs: c.revs, count: c.total, rev: curRev}, nil
 }
 
-// fetch loads the value written at rev into kv.
-func (r *kvReader) fetch(rev revision, kv *mvccpb.KeyValue, keyBuf []byte, mem *arena) error {
+// expectedKeys guesses how many key-values a range yields, to size the
+// arena's chunks: one for a single key, else the limit or many.
+func expectedKeys(end []byte, limit int64) int {
+	switch {
+	case end == nil:
+		return 1
+	case limit > 0:
+		return int(min(limit, 1<<16))
+	}
+	return 1 << 16
+}
+
+// rangeCollector gathers the key-values of one range as the key index is
+// walked in key order.
+type rangeCollector struct {
+	r      *kvReader
+	ro     rangeOptions
+	rev    int64
+	mem    arena
+	keyBuf [revKeyLen]byte
+	kvs    []mvccpb.KeyValue
+	revs   []revision
+	total  int   // keys alive at rev
+	err    error // a read failed: stop
+}
+
+func (c *rangeCollector) visit(ki *keyIndex) bool {
+	rv, ok := ki.get(c.rev)
+	if !ok {
+		return true
+	}
+	c.total++
+	if c.ro.limit > 0 && len(c.kvs) >= int(c.ro.limit) {
+		return true // past the limit only the count goes on
+	}
+	charged := c.ro.charge < 0 || len(c.kvs) < c.ro.charge
+	if c.r.budget.over() {
+		// Over the bound: nothing more is kept; the rest of what the
+		// response would carry is counted for the error's size.
+		// A response over the memory bound is refused at once.
+		if !charged || c.r.budget.overMemory() {
+			return false
+		}
+		n, err := c.r.recordSize(rv, c.keyBuf[:0])
+		if err != nil {
+			c.err = err
+			return false
+		}
+		c.r.budget.count(n)
+		return true
+	}
+	var kv mvccpb.KeyValue
+	var n int
+	var err error
+	if c.ro.meta {
+		n, err = c.r.fetchMeta(ki, rv, &kv, c.keyBuf[:0], &c.mem)
+	} else {
+		n, err = c.r.fetch(rv, &kv, c.keyBuf[:0], &c.mem)
+	}
+	if err != nil {
+		c.err = err
+		return false
+	}
+	if charged && !c.r.budget.charge(n) {
+		return !c.r.budget.overMemory() // kv is not kept
+	}
+	c.kvs = append(c.kvs, kv)
+	if c.ro.meta {
+		c.revs = append(c.revs, rv)
+	}
+	return true
+}
+
+// fetch loads the value written at rev into kv and returns the size of
+// its encoding.
+func (r *kvReader) fetch(rev revision, kv *mvccpb.KeyValue, keyBuf []byte, mem *arena) (int, error) {
 	if r.pending != nil {
 		if p, ok := r.pending[rev]; ok {
 			*kv = *p
-			return nil
+			return kv.Size(), nil
 		}
 	}
-	k := appendRevKey(keyBuf, rev, false)
-	v, ok, err := r.values.Get(k)
+	v, err := r.record(rev, keyBuf)
 	if err != nil {
-		return fmt.Errorf("read revision %d.%d: %w", rev.main, rev.sub, err)
-	}
-	if !ok {
-		return fmt.Errorf("revision %d.%d is in the key index but not in the backend", rev.main, rev.sub)
+		return 0, err
 	}
 	if err := decodeKeyValue(mem.copy(v), kv); err != nil {
-		return fmt.Errorf("revision %d.%d: %w", rev.main, rev.sub, err)
+		return 0, fmt.Errorf("revision %d.%d: %w", rev.main, rev.sub, err)
+	}
+	return len(v), nil
+}
+
+// fetchMeta loads the metadata of the key-value written at rev into kv,
+// leaving Value nil, and returns the size of that encoding. A key whose
+// latest revision is rev and is a put has its metadata in the key index
+// (creation revision, version and lease of its live generation): that
+// is every key of a read at the current revision, which then touches no
+// stored value at all.
+func (r *kvReader) fetchMeta(ki *keyIndex, rev revision, kv *mvccpb.KeyValue, keyBuf []byte, mem *arena) (int, error) {
+	if ki.isLive() && ki.last.rev() == rev {
+		*kv = mvccpb.KeyValue{Key: ki.key, CreateRevision: ki.created, ModRevision: rev.main, Version: ki.ver, Lease: ki.lease}
+		return kv.Size(), nil
+	}
+	if r.pending != nil {
+		if p, ok := r.pending[rev]; ok {
+			*kv = *p
+			kv.Value = nil
+			return kv.Size(), nil
+		}
+	}
+	v, err := r.record(rev, keyBuf)
+	if err != nil {
+		return 0, err
+	}
+	if err := decodeKeyValue(v, kv); err != nil {
+		return 0, fmt.Errorf("revision %d.%d: %w", rev.main, rev.sub, err)
+	}
+	kv.Key, kv.Value = mem.copy(kv.Key), nil
+	return kv.Size(), nil
+}
+
+// record returns the stored record of rev, valid as long as the view.
+func (r *kvReader) record(rev revision, keyBuf []byte) ([]byte, error) {
+	v, ok, err := r.values.Get(appendRevKey(keyBuf, rev, false))
+	if err != nil {
+		return nil, fmt.Errorf("read revision %d.%d: %w", rev.main, rev.sub, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("revision %d.%d is in the key index but not in the backend", rev.main, rev.sub)
+	}
+	return v, nil
+}
+
+// recordSize returns the size of the key-value stored at rev, without
+// keeping it.
+func (r *kvReader) recordSize(rev revision, keyBuf []byte) (int, error) {
+	if r.pending != nil {
+		if p, ok := r.pending[rev]; ok {
+			return p.Size(), nil
+		}
+	}
+	v, err := r.record(rev, keyBuf)
+	return len(v), err
+}
+
+// loadValues fills in the values of kvs, found with rangeOptions.meta at
+// revs, charging them against the budget: the second half of a filtered
+// or sorted range, which loads only the values it sends.
+func (r *kvReader) loadValues(kvs []mvccpb.KeyValue, revs []revision) error {
+	var keyBuf [revKeyLen]byte
+	mem := arena{expect: len(kvs)}
+	for i := range kvs {
+		if r.budget.over() {
+			if r.budget.overMemory() {
+				break
+			}
+			n, err := r.recordSize(revs[i], keyBuf[:0])
+			if err != nil {
+				return err
+			}
+			r.budget.count(n)
+			continue
+		}
+		n, err := r.fetch(revs[i], &kvs[i], keyBuf[:0], &mem)
+		if err != nil {
+			return err
+		}
+		r.budget.charge(n)
+	}
+	if r.budget.over() {
+		return r.budget.err()
 	}
 	return nil
 }
@@ -95,40 +253,75 @@ func gteRangeEnd(rangeEnd []byte) []byte {
 
 // executeRange is etcd's executeRange: fetch, filter by mod/create
 // revision, sort, apply the limit, at header revision curRev.
+//
+// Values are loaded only for the key-values the response carries: a
+// keys_only range reads none (its metadata comes from the key index), and
+// a filtered or sorted one first collects metadata, then loads the values
+// of the keys that are left. Only a sort by value needs every value first.
+// Everything loaded for the response is charged against the reader's
+// budget as it is loaded.
 func executeRange(r *kvReader, curRev int64, req *etcdserverpb.RangeRequest) (*etcdserverpb.RangeResponse, error) {
 	limit := req.Limit
-	if req.SortOrder != etcdserverpb.RangeRequest_NONE ||
-		req.MinModRevision != 0 || req.MaxModRevision != 0 ||
-		req.MinCreateRevision != 0 || req.MaxCreateRevision != 0 {
+	filtered := req.MinModRevision != 0 || req.MaxModRevision != 0 ||
+		req.MinCreateRevision != 0 || req.MaxCreateRevision != 0
+	if req.SortOrder != etcdserverpb.RangeRequest_NONE || filtered {
 		// Filters and sorting need every key; truncate afterwards.
 		limit = 0
 	}
 	if limit > 0 {
 		limit++ // one more to learn whether there are more
 	}
-	rr, err := r.rangeKeys(req.Key, gteRangeEnd(req.RangeEnd), curRev, rangeOptions{limit: limit, rev: req.Revision, count: req.CountOnly})
+	ro := rangeOptions{limit: limit, rev: req.Revision, count: req.CountOnly, charge: -1}
+	// sortKVs reorders the keys unless it sorts by key in ascending order
+	// (order NONE with another target means ascending).
+	reorders := req.SortTarget != etcdserverpb.RangeRequest_KEY || req.SortOrder == etcdserverpb.RangeRequest_DESCEND
+	switch {
+	case req.SortTarget == etcdserverpb.RangeRequest_VALUE:
+		// Sorting by value needs every value; all are charged.
+	case !filtered && !reorders:
+		// What is found is what is sent, up to the limit (the extra key
+		// that tells whether there are more is not sent).
+		ro.meta = req.KeysOnly
+		if req.Limit > 0 {
+			ro.charge = int(req.Limit)
+		}
+	default:
+		// Metadata first; charged once filtered, sorted and cut.
+		ro.meta, ro.charge = true, 0
+	}
+	rr, err := r.rangeKeys(req.Key, gteRangeEnd(req.RangeEnd), curRev, ro)
 	if err != nil {
 		return nil, err
 	}
 	if req.MaxModRevision != 0 {
-		rr.kvs = pruneKVs(rr.kvs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision > req.MaxModRevision })
+		rr.kvs, rr.revs = pruneKVs(rr.kvs, rr.revs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision > req.MaxModRevision })
 	}
 	if req.MinModRevision != 0 {
-		rr.kvs = pruneKVs(rr.kvs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision < req.MinModRevision })
+		rr.kvs, rr.revs = pruneKVs(rr.kvs, rr.revs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision < req.MinModRevision })
 	}
 	if req.MaxCreateRevision != 0 {
-		rr.kvs = pruneKVs(rr.kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision > req.MaxCreateRevision })
+		rr.kvs, rr.revs = pruneKVs(rr.kvs, rr.revs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision > req.MaxCreateRevision })
 	}
 	if req.MinCreateRevision != 0 {
-		rr.kvs = pruneKVs(rr.kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision < req.MinCreateRevision })
+		rr.kvs, rr.revs = pruneKVs(rr.kvs, rr.revs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision < req.MinCreateRevision })
 	}
-	if err := sortKVs(rr.kvs, req.SortOrder, req.SortTarget); err != nil {
+	if err := sortKVs(rr.kvs, rr.revs, req.SortOrder, req.SortTarget); err != nil {
 		return nil, err
 	}
 	resp := &etcdserverpb.RangeResponse{Header: &etcdserverpb.ResponseHeader{Revision: rr.rev}, Count: int64(rr.count)}
 	if req.Limit > 0 && len(rr.kvs) > int(req.Limit) {
 		rr.kvs = rr.kvs[:req.Limit]
 		resp.More = true
+	}
+	if ro.meta && ro.charge == 0 {
+		if req.KeysOnly {
+			err = r.budget.chargeKVs(rr.kvs)
+		} else {
+			err = r.loadValues(rr.kvs, rr.revs)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	resp.Kvs = make([]*mvccpb.KeyValue, len(rr.kvs))
 	for i := range rr.kvs {
@@ -140,22 +333,31 @@ func executeRange(r *kvReader, curRev int64, req *etcdserverpb.RangeRequest) (*e
 	return resp, nil
 }
 
-func pruneKVs(kvs []mvccpb.KeyValue, prunable func(*mvccpb.KeyValue) bool) []mvccpb.KeyValue {
+// pruneKVs drops the key-values prunable reports, and their revisions
+// with them (revs is nil or as long as kvs).
+func pruneKVs(kvs []mvccpb.KeyValue, revs []revision, prunable func(*mvccpb.KeyValue) bool) ([]mvccpb.KeyValue, []revision) {
 	j := 0
 	for i := range kvs {
 		kvs[j] = kvs[i]
+		if revs != nil {
+			revs[j] = revs[i]
+		}
 		if !prunable(&kvs[i]) {
 			j++
 		}
 	}
-	return kvs[:j]
+	if revs != nil {
+		revs = revs[:j]
+	}
+	return kvs[:j], revs
 }
 
-// sortKVs orders kvs the way etcd does. The index yields keys in ascending
-// order, so KEY/ASCEND needs no work and any other target with order NONE
-// means ASCEND. sort.Sort (not a stable sort) is used on purpose: with the
-// same input and the same Less it orders ties exactly as etcd does.
-func sortKVs(kvs []mvccpb.KeyValue, order etcdserverpb.RangeRequest_SortOrder, target etcdserverpb.RangeRequest_SortTarget) error {
+// sortKVs orders kvs the way etcd does, and revs (nil or as long as kvs)
+// along. The index yields keys in ascending order, so KEY/ASCEND needs no
+// work and any other target with order NONE means ASCEND. sort.Sort (not
+// a stable sort) is used on purpose: with the same input and the same
+// Less it orders ties exactly as etcd does.
+func sortKVs(kvs []mvccpb.KeyValue, revs []revision, order etcdserverpb.RangeRequest_SortOrder, target etcdserverpb.RangeRequest_SortTarget) error {
 	if target != etcdserverpb.RangeRequest_KEY && order == etcdserverpb.RangeRequest_NONE {
 		order = etcdserverpb.RangeRequest_ASCEND
 	} else if target == etcdserverpb.RangeRequest_KEY && order == etcdserverpb.RangeRequest_ASCEND {
@@ -164,18 +366,18 @@ func sortKVs(kvs []mvccpb.KeyValue, order etcdserverpb.RangeRequest_SortOrder, t
 	if order == etcdserverpb.RangeRequest_NONE {
 		return nil
 	}
-	var sorter sort.Interface
+	sorter := kvSorter{kvs: kvs, revs: revs}
 	switch target {
 	case etcdserverpb.RangeRequest_KEY:
-		sorter = kvsByKey(kvs)
+		sorter.less = func(a, b *mvccpb.KeyValue) bool { return bytes.Compare(a.Key, b.Key) < 0 }
 	case etcdserverpb.RangeRequest_VERSION:
-		sorter = kvsByVersion(kvs)
+		sorter.less = func(a, b *mvccpb.KeyValue) bool { return a.Version-b.Version < 0 }
 	case etcdserverpb.RangeRequest_CREATE:
-		sorter = kvsByCreate(kvs)
+		sorter.less = func(a, b *mvccpb.KeyValue) bool { return a.CreateRevision-b.CreateRevision < 0 }
 	case etcdserverpb.RangeRequest_MOD:
-		sorter = kvsByMod(kvs)
+		sorter.less = func(a, b *mvccpb.KeyValue) bool { return a.ModRevision-b.ModRevision < 0 }
 	case etcdserverpb.RangeRequest_VALUE:
-		sorter = kvsByValue(kvs)
+		sorter.less = func(a, b *mvccpb.KeyValue) bool { return bytes.Compare(a.Value, b.Value) < 0 }
 	default:
 		// etcd panics here; CheckRange rejects such requests earlier.
 		return fmt.Errorf("sort target %d: %w", target, ErrInvalidSortOption)
@@ -189,32 +391,19 @@ func sortKVs(kvs []mvccpb.KeyValue, order etcdserverpb.RangeRequest_SortOrder, t
 	return nil
 }
 
-type kvsByKey []mvccpb.KeyValue
+// kvSorter sorts key-values, and the revisions they were read at if
+// known, by one of etcd's sort targets.
+type kvSorter struct {
+	kvs  []mvccpb.KeyValue
+	revs []revision
+	less func(a, b *mvccpb.KeyValue) bool
+}
 
-func (s kvsByKey) Len() int           { return len(s) }
-func (s kvsByKey) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
-func (s kvsByKey) Less(i, j int) bool { return bytes.Compare(s[i].Key, s[j].Key) < 0 }
-
-type kvsByVersion []mvccpb.KeyValue
-
-func (s kvsByVersion) Len() int           { return len(s) }
-func (s kvsByVersion) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
-func (s kvsByVersion) Less(i, j int) bool { return s[i].Version-s[j].Version < 0 }
-
-type kvsByCreate []mvccpb.KeyValue
-
-func (s kvsByCreate) Len() int           { return len(s) }
-func (s kvsByCreate) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
-func (s kvsByCreate) Less(i, j int) bool { return s[i].CreateRevision-s[j].CreateRevision < 0 }
-
-type kvsByMod []mvccpb.KeyValue
-
-func (s kvsByMod) Len() int           { return len(s) }
-func (s kvsByMod) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
-func (s kvsByMod) Less(i, j int) bool { return s[i].ModRevision-s[j].ModRevision < 0 }
-
-type kvsByValue []mvccpb.KeyValue
-
-func (s kvsByValue) Len() int           { return len(s) }
-func (s kvsByValue) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
-func (s kvsByValue) Less(i, j int) bool { return bytes.Compare(s[i].Value, s[j].Value) < 0 }
+func (s kvSorter) Len() int           { return len(s.kvs) }
+func (s kvSorter) Less(i, j int) bool { return s.less(&s.kvs[i], &s.kvs[j]) }
+func (s kvSorter) Swap(i, j int) {
+	s.kvs[i], s.kvs[j] = s.kvs[j], s.kvs[i]
+	if s.revs != nil {
+		s.revs[i], s.revs[j] = s.revs[j], s.revs[i]
+	}
+}

@@ -16,6 +16,14 @@ func (snap *snapshot) reader() kvReader {
 	return kvReader{index: snap.keys, values: snap.view, compactRev: snap.compactRev}
 }
 
+// responseReader returns a kvReader over the snapshot's image that holds
+// the response it reads for to the store's bounds.
+func (s *Store) responseReader(snap *snapshot) kvReader {
+	r := snap.reader()
+	r.budget = newResponseBudget(s.maxResponseBytes, s.maxResponseMemory)
+	return r
+}
+
 // Range serves a RangeRequest from the last committed image (etcd's
 // txn.Range). The header revision is the store revision of that image.
 // The request must have passed CheckRange.
@@ -25,7 +33,7 @@ func (s *Store) Range(req *etcdserverpb.RangeRequest) (*etcdserverpb.RangeRespon
 		return nil, err
 	}
 	defer snap.release()
-	r := snap.reader()
+	r := s.responseReader(snap)
 	s.m.ranges.Inc()
 	return executeRange(&r, snap.rev, req)
 }
@@ -44,7 +52,7 @@ func (s *Store) ReadTxn(req *etcdserverpb.TxnRequest) (*etcdserverpb.TxnResponse
 		return nil, err
 	}
 	defer snap.release()
-	x := readOnlyTxn{r: snap.reader(), rev: snap.rev}
+	x := readOnlyTxn{r: s.responseReader(snap), rev: snap.rev}
 	path := compareToPath(&x.r, x.rev, req)
 	chk := txnChecker{r: &x.r, rev: x.rev, s: s}
 	if _, err := chk.check(req, path); err != nil {

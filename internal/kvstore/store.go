@@ -34,6 +34,15 @@ type Options struct {
 	// Metrics receives the store's collectors (etcd's mvcc and backend
 	// commit metrics); nil registers none.
 	Metrics prometheus.Registerer
+	// MaxResponseBytes bounds the encoded key-values of the response to a
+	// Range or read-only Txn; a read over it fails with a
+	// ResponseTooLargeError giving its full size (see rangesize.go). 0:
+	// no bound.
+	MaxResponseBytes int64
+	// MaxResponseMemory bounds the memory the key-values of one such
+	// response may take while it is built; a read over it stops at once
+	// with a ResponseTooLargeError. 0: no bound.
+	MaxResponseMemory int64
 }
 
 // Store is the MVCC key-value store. See doc.go for the model and the
@@ -43,6 +52,8 @@ type Store struct {
 	leases  LeaseTable
 	backend Backend
 	m       *metrics
+	// maxResponseBytes and maxResponseMemory are Options'.
+	maxResponseBytes, maxResponseMemory int64
 
 	// current is the image readers use: everything as of the last Commit.
 	current atomic.Pointer[snapshot]
@@ -102,7 +113,8 @@ func Open(b Backend, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{logger: logger, leases: opts.Leases, backend: b}
+	s := &Store{logger: logger, leases: opts.Leases, backend: b,
+		maxResponseBytes: opts.MaxResponseBytes, maxResponseMemory: opts.MaxResponseMemory}
 	if err := s.load(); err != nil {
 		return nil, fmt.Errorf("open kvstore: %w", err)
 	}

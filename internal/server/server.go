@@ -23,6 +23,7 @@ import (
 	"github.com/metastore-io/metastore/internal/compactor"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/memlimit"
 	"github.com/metastore-io/metastore/internal/raftnode"
 	"github.com/metastore-io/metastore/internal/transport"
 	"github.com/metastore-io/metastore/internal/watch"
@@ -124,6 +125,12 @@ type Config struct {
 	PeerListeners   []net.Listener
 	ClientListeners []ClientListener
 	Client          etcdcompat.Config
+
+	// Memory divides the process's memory limit (GOMEMLIMIT) among what
+	// the member holds for clients: a read whose response would take
+	// more than Memory.Response() is refused (see internal/memlimit).
+	// The zero Budget bounds nothing beyond etcd's own limits.
+	Memory memlimit.Budget
 }
 
 // ClientListener is one client listener and how the client server serves
@@ -287,7 +294,9 @@ func (s *Server) openStore() error {
 		return err
 	}
 	s.leases = leases
-	s.kv, err = kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Metrics: cfg.Metrics, Leases: leases.lessor})
+	s.kv, err = kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Metrics: cfg.Metrics, Leases: leases.lessor,
+		MaxResponseBytes:  int64(cfg.Client.SendLimit()) - kvstore.ResponseOverheadBytes,
+		MaxResponseMemory: cfg.Memory.Response()})
 	if err != nil {
 		return fmt.Errorf("server: open store: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/memlimit"
 	"github.com/metastore-io/metastore/internal/memory"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 	"github.com/metastore-io/metastore/internal/server"
@@ -111,6 +112,7 @@ func StartMember(cfg *Config) (m *Member, err error) {
 		ElectionTicks:       int(c.ElectionMs / c.TickMs),
 		StrictReconfigCheck: true,
 		Backend:             backend,
+		Memory:              memlimit.FromRuntime(),
 		Logger:              logger,
 		PeerListeners:       peerLs,
 		ClientListeners:     clientListeners(clientLs),

@@ -67,6 +67,10 @@ func toGRPCError(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err // already a status (request validation)
 	}
+	var tooLarge *kvstore.ResponseTooLargeError
+	if errors.As(err, &tooLarge) {
+		return responseTooLargeStatus(tooLarge)
+	}
 	if mapped, ok := grpcErrors[err]; ok {
 		return mapped
 	}
@@ -76,4 +80,21 @@ func toGRPCError(err error) error {
 		}
 	}
 	return status.Error(codes.Unknown, err.Error())
+}
+
+// responseTooLargeStatus is the answer to a read the store refused for
+// its response's size, ResourceExhausted either way. Over the send limit
+// it is gRPC's own refusal, which etcd's clients get once etcd has built
+// the response: "trying to send message larger than max (N vs. M)", N
+// counting the key-values exactly and the rest of the response at its
+// largest (kvstore.ResponseOverheadBytes; etcd's N is exact to the byte).
+// Over the memory bound, which etcd does not have, the text says so.
+func responseTooLargeStatus(e *kvstore.ResponseTooLargeError) error {
+	if e.Memory {
+		return status.Errorf(codes.ResourceExhausted,
+			"range response over this member's memory bound of %d bytes (a quarter of its GOMEMLIMIT; %d bytes of key-values read when it stopped): read the range in pages with a limit",
+			e.Limit, e.KVBytes)
+	}
+	return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)",
+		e.KVBytes+kvstore.ResponseOverheadBytes, e.Limit+kvstore.ResponseOverheadBytes)
 }

@@ -41,7 +41,10 @@ type Config struct {
 	Member          Member
 	MaxRequestBytes uint
 	MaxTxnOps       uint
-	Logger          *slog.Logger
+	// MaxSendBytes is the gRPC server's largest message to a client; 0
+	// means etcd's, math.MaxInt32 (see SendLimit).
+	MaxSendBytes int
+	Logger       *slog.Logger
 	// Metrics is served on /metrics; nil serves an empty registry.
 	Metrics prometheus.Gatherer
 	// ExtensiveMetrics is etcd's --metrics=extensive: it adds the gRPC
@@ -161,6 +164,18 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord, locks: locks, m: m}, nil
 }
 
+// SendLimit is the gRPC server's largest message to a client: MaxSendBytes,
+// or etcd's math.MaxInt32 when it is 0. The store refuses a read whose
+// response would be larger before building it (see kvstore's
+// ResponseTooLargeError), with the status gRPC gives etcd's oversized
+// responses.
+func (cfg Config) SendLimit() int {
+	if cfg.MaxSendBytes <= 0 {
+		return math.MaxInt32
+	}
+	return cfg.MaxSendBytes
+}
+
 // grpcOptions are etcd's server options: the receive limit, the stream
 // limit and keepalive policy from the flags (0 disables a keepalive part, as
 // in etcd), and the interceptors (metrics first, then the guards).
@@ -171,7 +186,7 @@ func (cfg Config) grpcOptions(m *clientMetrics, unary []grpc.UnaryServerIntercep
 	}
 	opts := append(m.serverOptions(),
 		grpc.MaxRecvMsgSize(int(cfg.MaxRequestBytes)+grpcOverheadBytes),
-		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxSendMsgSize(cfg.SendLimit()),
 		grpc.MaxConcurrentStreams(streams),
 		// Connections come decrypted from the listener; the credentials
 		// only report the client's TLS state (serve_tls.go).

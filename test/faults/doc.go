@@ -17,7 +17,12 @@
 // well-behaved client and refuse oversize requests with etcd's error;
 // each logs its peak RSS, error counts and the well-behaved client's
 // latency. -overload.scale=long (make test-overload-long) runs them at
-// 100,000 watchers and 5,000 connections.
+// 100,000 watchers and 5,000 connections. TestOverloadHugeRange reads a
+// range over the member's send limit (lowered to 32 MiB at the short
+// scale, etcd's 2 GiB at the long one, where etcd refuses it too) and
+// TestOverloadRangeMemoryBound one over a quarter of GOMEMLIMIT: refused
+// with ResourceExhausted, while keys-only, count-only and paged reads of
+// the same keys are answered.
 //
 // Faults inside the disk (an fsync that fails or stalls) come from
 // bin/metastore-faults, MetaStore built with the internal/diskfault seam

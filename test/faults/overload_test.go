@@ -129,6 +129,17 @@ func watchRSS(m *framework.Member) *rssWatch {
 // and returns the peak.
 func (w *rssWatch) finish(t *testing.T, m *framework.Member) int64 {
 	t.Helper()
+	peak := w.stopPeak(t, m)
+	if peak > rssBound {
+		t.Errorf("member %s peaked at %d MiB resident, over the %d MiB bound", m.Name(), peak>>20, rssBound>>20)
+	}
+	return peak
+}
+
+// stopPeak stops sampling, fails t if the member exited, and returns the
+// peak.
+func (w *rssWatch) stopPeak(t *testing.T, m *framework.Member) int64 {
+	t.Helper()
 	close(w.stop)
 	<-w.done
 	select {
@@ -139,11 +150,7 @@ func (w *rssWatch) finish(t *testing.T, m *framework.Member) int64 {
 	if w.err != nil {
 		t.Fatalf("member %s: %v", m.Name(), w.err)
 	}
-	peak := w.peak.Load()
-	if peak > rssBound {
-		t.Errorf("member %s peaked at %d MiB resident, over the %d MiB bound", m.Name(), peak>>20, rssBound>>20)
-	}
-	return peak
+	return w.peak.Load()
 }
 
 // wellBehaved is a client doing small puts and gets while a flood runs.

@@ -38,6 +38,9 @@ type ClusterConfig struct {
 	SnapshotCount int
 	// ExtraFlags are appended to every member's command line.
 	ExtraFlags []string
+	// Env are extra environment variables (KEY=value) of every member,
+	// for example GOMEMLIMIT.
+	Env []string
 	// ReadyTimeout bounds start-up; 0 means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 	// Target overrides E2E_TARGET for this cluster: the snapshot interop
@@ -191,6 +194,7 @@ func (c *Cluster) newMember(name string) (*Member, error) {
 		peerListenURL: fmt.Sprintf("%s://127.0.0.1:%d", c.cfg.TLS.peerScheme(), ports[1]),
 		logPath:       filepath.Join(c.baseDir, name+".log"),
 		cfg:           c.cfg,
+		env:           append([]string(nil), c.cfg.Env...),
 	}
 	if c.cfg.TLS != nil && c.cfg.TLS.PlainClientURL {
 		m.plainClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[3])

@@ -41,6 +41,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 		{"RestoreRejectsGarbage", testRestoreRejectsGarbage},
 		{"CommitFailure", testCommitFailure},
 		{"Close", testClose},
+		{"ResponseBounds", testResponseBounds},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newBackend) })

@@ -28,7 +28,7 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-faults-long test-linearizability-rocksdb test-overload-long fuzz bench bench-cluster lint clean
+.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-faults-long test-linearizability-rocksdb test-overload-long fuzz bench bench-table bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
@@ -46,7 +46,10 @@ help:
 	@echo "                    (memory|rocksdb): FAULT=kill|pause|isolate|membership|all; prints a summary line"
 	@echo "make test-overload-long  the overload tests at their long sizes (LIN_ENGINE=rocksdb for RocksDB)"
 	@echo "make fuzz           every Go fuzz target for FUZZTIME each (default 30s)"
-	@echo "make bench          Go benchmarks of ./internal/..., then bench/compare.sh (MetaStore vs etcd)"
+	@echo "make bench          Go benchmarks of ./internal/..., the side benchmarks (coordination, HTTP locks,"
+	@echo "                    lease expiry, watcher memory, migration), then bench/table.sh: the full"
+	@echo "                    MetaStore vs etcd table in bench/out/table.md (BENCH_SCALE=small: quick run)"
+	@echo "make bench-table    bench/table.sh only (1 and 3 members, both engines, footprint, scale run)"
 	@echo "make bench-cluster  bench/cluster.sh: 3-member MetaStore vs 3-member etcd"
 	@echo "make lint           go vet and staticcheck $(STATICCHECK_VERSION)"
 	@echo "make clean          remove $(BIN_DIR)/ and data/"
@@ -152,15 +155,23 @@ FUZZTIME ?= 30s
 fuzz: build
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
+# BENCH_SCALE=small (make bench BENCH_SCALE=small) runs every benchmark at
+# small sizes: minutes instead of hours, to check the scripts, not to
+# quote. The table comes last so that it is what the run ends with.
+BENCH_SCALE ?=
+export BENCH_SCALE
+BENCH_GO_FLAGS = $(if $(filter small,$(BENCH_SCALE)),-benchtime=10x,)
 bench: build tools
-	$(GO) test -run '^$$' -bench . ./internal/...
-	bench/compare.sh
+	$(GO) test -run '^$$' -bench . $(BENCH_GO_FLAGS) ./internal/...
 	bench/coordination.sh
 	bench/httplock.sh
-	bench/engines.sh
 	bench/leaseexpiry.sh
 	bench/watchmem.sh
 	bench/migrate.sh
+	bench/table.sh
+
+bench-table: build tools
+	bench/table.sh
 
 bench-cluster: build tools
 	bench/cluster.sh

@@ -7,6 +7,7 @@
 # and election failover time (graceful resign and crash, i.e. lease loss).
 #
 # Environment knobs:
+#   BENCH_SCALE=small          quick run: CONTENDERS=10 DURATION=2s FAILOVERS=3
 #   TARGETS="metastore etcd"   which servers to run (either or both)
 #   CONTENDERS=10,100          contender counts of the lock benchmark
 #   DURATION=10s               length of each lock run
@@ -16,6 +17,9 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ "${BENCH_SCALE:-}" == small ]]; then
+	: "${CONTENDERS:=10}" "${DURATION:=2s}" "${FAILOVERS:=3}"
+fi
 TARGETS="${TARGETS:-metastore etcd}"
 CONTENDERS="${CONTENDERS:-10,100}"
 DURATION="${DURATION:-10s}"
@@ -24,23 +28,14 @@ METASTORE_FLAGS="${METASTORE_FLAGS:-}"
 KEEP="${KEEP:-}"
 GO="${GO:-go}"
 
-etcdctl="$root/bin/ref/etcdctl"
-ready_timeout=30
-
-declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-# Picked by start_server (bench/single-member.sh).
-declare -A client_port=()
-declare -A peer_port=()
-declare -A pid=()
-
 log() { echo "coordination: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-coordbench.XXXXXX")"
 name_prefix=coord
-# shellcheck source=bench/single-member.sh
-source "$root/bench/single-member.sh"
+# shellcheck source=bench/servers.sh
+source "$root/bench/servers.sh"
 trap cleanup EXIT
 check_targets
 args=()

@@ -12,6 +12,7 @@
 # gateway (it has no /v1/lock/).
 #
 # Environment knobs:
+#   BENCH_SCALE=small          quick run: DURATION=2s
 #   TARGETS="metastore etcd"   which servers to run
 #   SIZES="1 3"                cluster sizes
 #   WORKERS=16                 concurrent workers
@@ -21,6 +22,9 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ "${BENCH_SCALE:-}" == small ]]; then
+	: "${DURATION:=2s}"
+fi
 TARGETS="${TARGETS:-metastore etcd}"
 SIZES="${SIZES:-1 3}"
 WORKERS="${WORKERS:-16}"
@@ -29,92 +33,33 @@ METASTORE_FLAGS="${METASTORE_FLAGS:-}"
 KEEP="${KEEP:-}"
 GO="${GO:-go}"
 
-etcdctl="$root/bin/ref/etcdctl"
-ready_timeout=30
-declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
 declare -A apis=([metastore]="http-lock v3lock-gateway" [etcd]="v3lock-gateway")
-pids=()
-base_port=0
 
 log() { echo "httplock: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-for target in $TARGETS; do
-	[[ -n "${binary[$target]:-}" ]] || die "unknown target '$target' (want metastore and/or etcd)"
-	[[ -x "${binary[$target]}" ]] || die "${binary[$target]} missing: run make build tools"
-done
-[[ -x "$etcdctl" ]] || die "reference etcdctl missing: run make tools"
-
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-httplock.XXXXXX")"
-stop_cluster() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	pids=()
-}
-cleanup() {
-	stop_cluster
-	if [[ -n "$KEEP" ]]; then log "logs and data kept in $work"; else rm -rf "$work"; fi
-}
+name_prefix=httplock
+# shellcheck source=bench/servers.sh
+source "$root/bench/servers.sh"
 trap cleanup EXIT
-# shellcheck source=bench/ports.sh
-source "$root/bench/ports.sh"
-
-# endpoints SIZE: the members' client host:port list.
-endpoints() {
-	local list=() i
-	for ((i = 0; i < $1; i++)); do list+=("127.0.0.1:$((base_port + 2 * i))"); done
-	local IFS=,
-	echo "${list[*]}"
-}
-
-# start_cluster TARGET SIZE
-start_cluster() {
-	local target=$1 size=$2 i initial=() extra=()
-	base_port="$(free_ports $((2 * size)))" || die "no free loopback ports"
-	for ((i = 0; i < size; i++)); do
-		initial+=("$target-$i=http://127.0.0.1:$((base_port + 2 * i + 1))")
-	done
-	local IFS=,
-	local initial_cluster="${initial[*]}"
-	unset IFS
-	if [[ "$target" == metastore && -n "$METASTORE_FLAGS" ]]; then
-		read -r -a extra <<<"$METASTORE_FLAGS"
-	fi
-	for ((i = 0; i < size; i++)); do
-		local client="http://127.0.0.1:$((base_port + 2 * i))" peer="http://127.0.0.1:$((base_port + 2 * i + 1))"
-		"${binary[$target]}" --name="$target-$i" --data-dir="$work/$target-$size-$i.data" \
-			--listen-client-urls="$client" --advertise-client-urls="$client" \
-			--listen-peer-urls="$peer" --initial-advertise-peer-urls="$peer" \
-			--initial-cluster="$initial_cluster" --initial-cluster-state=new \
-			--initial-cluster-token="httplock-$target-$size" \
-			"${extra[@]}" >"$work/$target-$size-$i.log" 2>&1 &
-		pids+=($!)
-	done
-	local deadline=$((SECONDS + ready_timeout)) p
-	until "$etcdctl" --endpoints="$(endpoints "$size")" --command-timeout=2s endpoint health >/dev/null 2>&1; do
-		for p in "${pids[@]}"; do
-			kill -0 "$p" 2>/dev/null || die "a $target member exited during start-up; logs: $work/$target-$size-*.log"
-		done
-		((SECONDS < deadline)) || die "$target cluster of $size not healthy after ${ready_timeout}s"
-		sleep 0.2
-	done
-	"$etcdctl" --endpoints="$(endpoints "$size")" --command-timeout=5s member list 2>/dev/null |
-		grep -q ", $target-0, " || die "$(endpoints "$size") is not our $target cluster"
-}
+check_targets
 
 # Build first so compilation is not mistaken for a slow server.
 (cd "$root" && "$GO" build -o "$work/httplockbench" ./bench/httplockbench)
 results="$work/results.txt"
 for size in $SIZES; do
 	for target in $TARGETS; do
-		start_cluster "$target" "$size"
+		members=$size
+		start_server "$target"
+		wait_ready "$target"
 		for api in ${apis[$target]}; do
 			log "$size member(s), $target, $api"
-			"$work/httplockbench" --api="$api" --endpoints="$(endpoints "$size")" --label="$size:$target" \
+			"$work/httplockbench" --api="$api" --endpoints="$(endpoints "$target")" --label="$size:$target" \
 				--workers="$WORKERS" --duration="$DURATION" | tee -a "$results" >&2
 		done
-		stop_cluster
+		stop_server "$target"
+		rm -rf "$work/$target"*.data
 	done
 done
 

@@ -11,6 +11,7 @@
 # MetaStore after it, revoke at most 1,000 expired leases a second.
 #
 # Environment knobs:
+#   BENCH_SCALE=small          quick run: LEASES=2000 KEYS_PER_LEASE=2 TTL=30 BASELINE=5 AFTER=2
 #   TARGETS="metastore etcd"   which servers to run, in this order
 #   LEASES=100000              leases, all expiring within the same second
 #   KEYS_PER_LEASE=10          keys attached to each lease
@@ -29,6 +30,9 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ "${BENCH_SCALE:-}" == small ]]; then
+	: "${LEASES:=2000}" "${KEYS_PER_LEASE:=2}" "${TTL:=30}" "${BASELINE:=5}" "${AFTER:=2}"
+fi
 TARGETS="${TARGETS:-metastore etcd}"
 LEASES="${LEASES:-100000}"
 KEYS_PER_LEASE="${KEYS_PER_LEASE:-10}"
@@ -44,20 +48,14 @@ SERIES="${SERIES:-}"
 KEEP="${KEEP:-}"
 GO="${GO:-go}"
 
-etcdctl="$root/bin/ref/etcdctl"
-ready_timeout=30
-
-declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-declare -A client_port=() peer_port=() pid=()
-
 log() { echo "leaseexpiry: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-leaseexpiry.XXXXXX")"
 name_prefix=leaseexpiry
-# shellcheck source=bench/single-member.sh
-source "$root/bench/single-member.sh"
+# shellcheck source=bench/servers.sh
+source "$root/bench/servers.sh"
 trap cleanup EXIT
 check_targets
 
@@ -80,9 +78,7 @@ for target in $TARGETS; do
 	fi
 	[[ -s "$work/$target.json" ]] && results+=("$work/$target.json")
 	# Stop it before the next target starts; cleanup stops what is left.
-	kill "${pid[$target]}" 2>/dev/null || true
-	wait "${pid[$target]}" 2>/dev/null || true
-	unset "pid[$target]"
+	stop_server "$target"
 done
 
 if ((${#results[@]} > 0)); then

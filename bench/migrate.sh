@@ -15,6 +15,7 @@
 # Prints one line per step with its wall time, and the snapshot sizes.
 #
 # Environment knobs:
+#   BENCH_SCALE=small                       quick run: KEYS=20000
 #   KEYS=1000000 KEY_SIZE=32 VAL_SIZE=256   the data set
 #   ENGINE=rocksdb                          MetaStore's storage engine
 #   READY_TIMEOUT=600                       seconds a start may take
@@ -22,6 +23,9 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ "${BENCH_SCALE:-}" == small ]]; then
+	: "${KEYS:=20000}"
+fi
 KEYS="${KEYS:-1000000}"
 KEY_SIZE="${KEY_SIZE:-32}"
 VAL_SIZE="${VAL_SIZE:-256}"
@@ -35,15 +39,11 @@ name_prefix=migrate
 log() { echo "migrate: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-declare -A client_port=() peer_port=() pid=()
-etcdctl="$root/bin/ref/etcdctl"
 etcdutl="$root/bin/ref/etcdutl"
-benchmark="$root/bin/ref/benchmark"
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-migrate.XXXXXX")"
 
-# shellcheck source=bench/single-member.sh
-source "$root/bench/single-member.sh"
+# shellcheck source=bench/servers.sh
+source "$root/bench/servers.sh"
 trap cleanup EXIT
 check_targets
 [[ -x "$etcdutl" && -x "$benchmark" ]] || die "etcdutl or benchmark missing: run make tools"
@@ -56,13 +56,6 @@ step() {
 	"$@"
 	ms=$(((${EPOCHREALTIME/./} - start) / 1000))
 	printf '%-44s %6d.%01d s\n' "$name" $((ms / 1000)) $((ms % 1000 / 100))
-}
-
-# stop TARGET: SIGTERM and wait.
-stop() {
-	kill "${pid[$1]}" 2>/dev/null || true
-	wait "${pid[$1]}" 2>/dev/null || true
-	unset "pid[$1]"
 }
 
 # count TARGET: "keys revision" as the server reports them.
@@ -100,7 +93,7 @@ log "etcd holds $src_keys keys at revision $src_rev"
 
 echo "migration of $src_keys keys ($KEY_SIZE-byte keys, $VAL_SIZE-byte values), MetaStore on $ENGINE"
 step "etcdctl snapshot save (etcd)" save etcd "$work/etcd.db"
-stop etcd
+stop_server etcd
 rm -rf "$work/etcd.data"
 pick_ports metastore
 step "metastore snapshot restore" restore_for metastore "${binary[metastore]}" "$work/etcd.db"
@@ -108,7 +101,7 @@ step "metastore start until healthy" up metastore
 read -r keys rev < <(count metastore)
 [[ "$keys $rev" == "$src_keys $src_rev" ]] || die "MetaStore holds $keys keys at $rev, want $src_keys at $src_rev"
 step "etcdctl snapshot save (MetaStore)" save metastore "$work/metastore.db"
-stop metastore
+stop_server metastore
 pick_ports etcd
 step "etcdutl snapshot restore" restore_for etcd "$etcdutl" "$work/metastore.db"
 step "etcd start until healthy" up etcd

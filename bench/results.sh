@@ -1,8 +1,21 @@
 # shellcheck shell=bash disable=SC2154
-# Running etcd's benchmark tool and tabulating its results, shared by
-# compare.sh (single members) and cluster.sh (3-member clusters); sourced,
-# not run. The sourcing script sets benchmark (the tool), TARGETS and the
-# associative arrays rps and p99, and defines log and die.
+# Running etcd's benchmark tool and recording its results, shared by the
+# bench scripts (sourced, not run). The sourcing script sets benchmark
+# (the tool; bench/servers.sh sets it), work, raw (the file measurements
+# are appended to) and GO, and defines log and die.
+#
+# Measurements are lines of "round target workload metric value",
+# tab-separated; bench/table (built by build_table into $table) turns
+# them into medians, ratios and markdown tables. Metrics: rps (requests
+# per second), p99_ms and avg_ms (latency), cpu_us (server CPU per
+# request, microseconds), peak_rss_mib (peak resident memory).
+
+# build_table: builds bench/table into $work/table and sets table.
+build_table() {
+	table="$work/table"
+	(cd "$(dirname "${BASH_SOURCE[0]}")/.." && "${GO:-go}" build -o "$table" ./bench/table) ||
+		die "cannot build bench/table"
+}
 
 # run_benchmark TARGET WORKLOAD OUT ARGS...: runs the tool with ARGS,
 # output in OUT (its progress bar, on stderr, in OUT.stderr); reports
@@ -19,34 +32,31 @@ run_benchmark() {
 	fi
 }
 
-# record ROW TARGET SUMMARY: req/s and p99 (ms) of one of the tool's
-# summaries (a file holding that summary first) into rps and p99.
-record() {
-	rps[$2.$1]="$(awk '/Requests\/sec:/ { printf "%.0f", $2; exit }' "$3")"
-	p99[$2.$1]="$(awk '$1 == "99%" && $2 == "in" { printf "%.2f", $3 * 1000; exit }' "$3")"
+# add_value ROUND TARGET WORKLOAD METRIC VALUE: one line into $raw.
+add_value() {
+	[[ -n "$5" ]] || die "$2 $3: no $4 in the tool's output"
+	printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$raw"
 }
 
-# print_table ROW...: req/s and p99 of every target for each row; with
-# both targets, the last column is MetaStore's throughput relative to
-# etcd's.
-print_table() {
-	local both="" row target
-	[[ " $TARGETS " == *" metastore "* && " $TARGETS " == *" etcd "* ]] && both=1
-	printf '%-20s' workload
-	for target in $TARGETS; do
-		printf '  %14s  %12s' "$target req/s" "p99 ms"
-	done
-	[[ -n "$both" ]] && printf '  %16s' "metastore/etcd"
-	echo
-	for row in "$@"; do
-		printf '%-20s' "$row"
-		for target in $TARGETS; do
-			printf '  %14s  %12s' "${rps[$target.$row]:-?}" "${p99[$target.$row]:-?}"
-		done
-		if [[ -n "$both" ]]; then
-			printf '  %16s' "$(awk -v m="${rps[metastore.$row]:-0}" -v e="${rps[etcd.$row]:-0}" \
-				'BEGIN { if (e > 0) printf "%.2fx", m / e; else print "?" }')"
-		fi
-		echo
-	done
+# record_rate ROUND TARGET ROW SUMMARY: the req/s of one of the tool's
+# summaries (a file holding that summary first).
+record_rate() {
+	add_value "$1" "$2" "$3" rps "$(awk '/Requests\/sec:/ { print $2; exit }' "$4")"
+}
+
+# record ROUND TARGET ROW SUMMARY: req/s, p99 and average latency (ms) of
+# one of the tool's summaries.
+record() {
+	record_rate "$@"
+	add_value "$1" "$2" "$3" p99_ms "$(awk '$1 == "99%" && $2 == "in" { print $3 * 1000; exit }' "$4")"
+	add_value "$1" "$2" "$3" avg_ms "$(awk '$1 == "Average:" { print $2 * 1000; exit }' "$4")"
+}
+
+# record_usage ROUND TARGET ROW CPU_TICKS REQUESTS PEAK_KIB: server CPU per
+# request (µs) and peak RSS (MiB).
+record_usage() {
+	local hz
+	hz="$(getconf CLK_TCK)"
+	add_value "$1" "$2" "$3" cpu_us "$(awk -v t="$4" -v n="$5" -v hz="$hz" 'BEGIN { printf "%.2f", t * 1e6 / hz / n }')"
+	add_value "$1" "$2" "$3" peak_rss_mib "$(awk -v k="$6" 'BEGIN { printf "%.1f", k / 1024 }')"
 }

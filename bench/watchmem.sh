@@ -26,6 +26,7 @@
 # prefix, i.e. a range). See bench/watchmem/doc.go for the keys.
 #
 # Environment knobs:
+#   BENCH_SCALE=small          quick run: WATCHERS=5000 STREAMS=10 SETTLE=2
 #   TARGETS="metastore etcd"   which servers to run, in this order
 #   MODES="keys prefixes"      what the watchers watch
 #   WATCHERS=100000 STREAMS=100 CONNS=1   watchers, gRPC streams, connections
@@ -39,6 +40,9 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ "${BENCH_SCALE:-}" == small ]]; then
+	: "${WATCHERS:=5000}" "${STREAMS:=10}" "${SETTLE:=2}"
+fi
 TARGETS="${TARGETS:-metastore etcd}"
 MODES="${MODES:-keys prefixes}"
 WATCHERS="${WATCHERS:-100000}"
@@ -51,16 +55,6 @@ PROFILE="${PROFILE:-}"
 KEEP="${KEEP:-$PROFILE}"
 GO="${GO:-go}"
 
-etcdctl="$root/bin/ref/etcdctl"
-ready_timeout=30
-
-declare -A binary=([metastore]="$root/bin/metastore" [etcd]="$root/bin/ref/etcd")
-# Ports are picked afresh for every server (start_server).
-declare -A client_port=()
-declare -A peer_port=()
-# Servers and the watchmem client; cleanup (bench/single-member.sh) stops
-# whatever is in here.
-declare -A pid=()
 declare -A result=()
 
 log() { echo "watchmem: $*" >&2; }
@@ -72,8 +66,8 @@ done
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/metastore-watchmem.XXXXXX")"
 name_prefix=watchmem
-# shellcheck source=bench/single-member.sh
-source "$root/bench/single-member.sh"
+# shellcheck source=bench/servers.sh
+source "$root/bench/servers.sh"
 trap cleanup EXIT
 check_targets
 # Both servers take their flags from ETCD_* variables too.
@@ -82,14 +76,6 @@ export ETCD_ENABLE_PPROF=true
 # Build first so compilation does not count against a server.
 prog="$work/watchmem"
 (cd "$root" && "$GO" build -o "$prog" ./bench/watchmem) || die "cannot build bench/watchmem"
-
-# rss_kib TARGET: its VmRSS in KiB. Checking that the process is still
-# there also catches a server that lost its port to another one, which
-# would otherwise be measured through that port.
-rss_kib() {
-	[[ -r "/proc/${pid[$1]}/status" ]] || die "$1 exited; log: $work/$1.log"
-	awk '/^VmRSS:/ { print $2 }' "/proc/${pid[$1]}/status"
-}
 
 # value NAME TEXT: the value of NAME=... in watchmem's output.
 value() { sed -n "s/^$1=//p" <<<"$2"; }
@@ -108,12 +94,6 @@ settle() {
 	result[$key.goroutines]="$(value goroutines "$out")"
 }
 
-stop() {
-	kill "${pid[$1]}" 2>/dev/null || true
-	wait "${pid[$1]}" 2>/dev/null || true
-	unset "pid[$1]"
-}
-
 # measure TARGET MODE: one fresh server, one set of watchers.
 measure() {
 	local target=$1 mode=$2 key="$1.$2" line out=""
@@ -128,6 +108,7 @@ measure() {
 			-conns="$CONNS" -mode="$mode" -create-timeout="${STEP_TIMEOUT}s" 2>"$work/$key.watchmem.stderr"
 	}
 	# shellcheck disable=SC2154 # set by coproc
+	# The client is stopped (stop_server) and cleaned up like a server.
 	pid[client]=$watchers_PID
 	# The client prints its results, then "ready" once every create is
 	# acknowledged; EOF means it failed.
@@ -144,8 +125,8 @@ measure() {
 	settle "$key.settled" "$target" "$heap_profile"
 	# A client that lost a stream while holding has exited by now.
 	kill -0 "${pid[client]}" 2>/dev/null || die "$target, $mode: $(cat "$work/$key.watchmem.stderr")"
-	stop client
-	stop "$target"
+	stop_server client
+	stop_server "$target"
 	rm -rf "$work/$target.data"
 }
 

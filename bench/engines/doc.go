@@ -13,7 +13,8 @@
 // Subcommands, each printing one line of "name=value" results:
 //
 //	load        put keys [0, -keys) with -clients concurrent writers;
-//	            prints put_rps
+//	            prints put_rps and keys_loaded (the puts that succeeded,
+//	            also printed when one fails, e.g. past etcd's quota)
 //	range       -total linearizable Gets of random existing keys;
 //	            prints range_rps
 //	first-read  poll until a linearizable Get of the last loaded key
@@ -21,4 +22,10 @@
 //	            was just created); prints first_read_ms, counted from
 //	            -since (Unix nanoseconds, the moment the script started
 //	            the server)
+//	compact     -clients writers overwrite random loaded keys; after
+//	            -baseline, compact every older revision (physical: the
+//	            call returns when the compaction is done) while they keep
+//	            writing; prints compact_s, base_put_p99_ms (before it),
+//	            compact_put_p99_ms, compact_put_max_ms and compact_put_rps
+//	            (puts in flight while it ran)
 package main

@@ -28,11 +28,12 @@ type config struct {
 	since     int64
 	expectKey bool
 	timeout   time.Duration
+	baseline  time.Duration
 }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: engines load|range|first-read [flags]")
+		fmt.Fprintln(os.Stderr, "usage: engines load|range|first-read|compact [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -48,6 +49,7 @@ func main() {
 	fs.Int64Var(&c.since, "since", 0, "first-read: Unix nanoseconds the server was started at")
 	fs.BoolVar(&c.expectKey, "expect-key", true, "first-read: the last loaded key must be there (false: any answer will do, for a fresh server)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "deadline of the whole subcommand")
+	fs.DurationVar(&c.baseline, "baseline", 5*time.Second, "compact: seconds of put load measured before the compaction starts")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		os.Exit(2)
 	}
@@ -61,6 +63,8 @@ func main() {
 		err = rangeRandom(ctx, c)
 	case "first-read":
 		err = firstRead(ctx, c)
+	case "compact":
+		err = compactUnderLoad(ctx, c)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
@@ -71,6 +75,16 @@ func main() {
 }
 
 func (c config) key(i int) string { return fmt.Sprintf("%0*d", c.keySize, i) }
+
+// value of key i: random bytes seeded by i, the same in every run.
+func (c config) value(i int) string {
+	value := make([]byte, c.valueSize)
+	vr := rand.New(rand.NewPCG(uint64(i), 7))
+	for j := range value {
+		value[j] = byte(vr.Uint32())
+	}
+	return string(value)
+}
 
 func newClient(endpoint string) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
@@ -146,16 +160,16 @@ func run(ctx context.Context, c config, n int, op func(cli *clientv3.Client, rng
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
+// load puts every key once and prints put_rps and keys_loaded; when a put
+// fails (etcd past its quota, say) it still prints how many succeeded.
 func load(ctx context.Context, c config) error {
+	var loaded atomic.Int64
+	defer func() { fmt.Printf("keys_loaded=%d\n", loaded.Load()) }()
 	rate, err := run(ctx, c, c.keys, func(cli *clientv3.Client, _ *rand.Rand, i int) error {
-		value := make([]byte, c.valueSize)
-		vr := rand.New(rand.NewPCG(uint64(i), 7))
-		for j := range value {
-			value[j] = byte(vr.Uint32())
-		}
-		if _, err := cli.Put(ctx, c.key(i), string(value)); err != nil {
+		if _, err := cli.Put(ctx, c.key(i), c.value(i)); err != nil {
 			return fmt.Errorf("put key %d: %w", i, err)
 		}
+		loaded.Add(1)
 		return nil
 	})
 	if err != nil {

@@ -58,7 +58,7 @@
 #                              "config round target workload metric value",
 #                              tab-separated; bench/table reads them)
 #   CONFIG=LABEL               the config column of those lines (default
-#                              MEMBERS-member(s) and METASTORE_FLAGS)
+#                              "N member(s)" and METASTORE_FLAGS)
 #   KEEP=1                     keep the work directory (logs, data) afterwards
 #   TLS=1                      the servers serve https with client certificate
 #                              authentication (--cert-file, --key-file,
@@ -89,7 +89,8 @@ METASTORE_FLAGS="${METASTORE_FLAGS:-}"
 KEEP="${KEEP:-}"
 TLS="${TLS:-}"
 AUTH_USER="${AUTH_USER:-}"
-CONFIG="${CONFIG:-$MEMBERS-member${METASTORE_FLAGS:+ $METASTORE_FLAGS}}"
+members_label="$MEMBERS member$( ((MEMBERS == 1)) || echo s)"
+CONFIG="${CONFIG:-$members_label${METASTORE_FLAGS:+, $METASTORE_FLAGS}}"
 RESULTS="${RESULTS:-}"
 GO="${GO:-go}"
 

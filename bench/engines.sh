@@ -109,6 +109,7 @@ disk_mib() { du -sm "$work/$1.data" | cut -f1; }
 stopped() {
 	log "$1: the load stopped after ${2:-0} puts; log: $work/$1.log"
 	note "$1" stopped_at_keys "${2:-0}"
+	note "$1" keys_loaded "${2:-0}"
 }
 
 # fill TARGET: load (and rewrite, compact); false if the load stopped

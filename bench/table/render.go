@@ -280,7 +280,7 @@ func writeFootprint(w io.Writer, rs *results, config string) {
 	}
 	for _, t := range targets {
 		if v, ok := rs.median(key{config, t, "-", "stopped_at_keys"}); ok {
-			fmt.Fprintf(w, "\n%s stopped after %.0f keys (see the run's log for the error); the figures after the load are missing.\n", name(t), v)
+			fmt.Fprintf(w, "\n%s stopped after %.0f puts (the run's output has the error); the figures that need the whole load are missing.\n", name(t), v)
 		}
 	}
 }

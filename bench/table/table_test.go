@@ -64,7 +64,7 @@ func TestSummary(t *testing.T) {
 		"| watch-latency, 100 watchers: event p99 (avg) · CPU | 1.50× (0.19 vs 0.10 ms) · – |",
 		"| peak RSS during the run (per-workload range) | 1.50–1.50× (max 90 vs 60 MiB) |",
 		"| data dir at the stop (MiB) | 50.0 | 200 | 0.25× |",
-		"etcd 3.6 stopped after 1234 keys",
+		"etcd 3.6 stopped after 1234 puts",
 		"1 member, memory, medians (clients=1000, watchers=100):",
 	} {
 		if !strings.Contains(got, want) {

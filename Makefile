@@ -42,8 +42,8 @@ help:
 	@echo "make test-e2e-etcd  e2e suite against the reference etcd (validates the tests)"
 	@echo "make test-linearizability-long  10-minute linearizability and watch check under kill/pause/partition faults"
 	@echo "                    (LIN_ENGINE=rocksdb for the RocksDB engine)"
-	@echo "make test-faults-long  the linearizability + watch check under one fault for DURATION (default 10m) on ENGINE"
-	@echo "                    (memory|rocksdb): FAULT=kill|pause|isolate|membership|all; prints a summary line"
+	@echo "make test-faults-long  one fault for DURATION (default 10m) on ENGINE (memory|rocksdb): FAULT=kill|pause|isolate|"
+	@echo "                    membership|all (linearizability + watch check) or clock (lease timing under leader clock steps)"
 	@echo "make test-overload-long  the overload tests at their long sizes (LIN_ENGINE=rocksdb for RocksDB)"
 	@echo "make fuzz           every Go fuzz target for FUZZTIME each (default 30s)"
 	@echo "make bench          Go benchmarks of ./internal/..., the side benchmarks (coordination, HTTP locks,"
@@ -129,17 +129,22 @@ test-linearizability-long: build tools
 
 # One fault at a time for DURATION on ENGINE, against E2E_TARGET: the
 # nemesis faults (kill, pause, isolate, membership, or all of them) under
-# the linearizability and watch check. The last line printed is the run's
-# summary: operations, faults injected and the checker's verdict.
+# the linearizability and watch check, or clock: the lease timing bound
+# while the leader's clock is stepped (test/faults/clock_test.go, with
+# bin/metastore-faults; unstepped against etcd). The last line printed is
+# the run's summary: operations, faults injected and the verdict.
 FAULT ?= all
 ENGINE ?= memory
 DURATION ?= 10m
 ENGINE_FLAGS = $(if $(filter rocksdb,$(ENGINE)),--storage-engine=rocksdb,)
 FAULTS_LONG_LOG = $(CURDIR)/test-faults-long-$(FAULT)-$(ENGINE).log
-test-faults-long: build tools
+test-faults-long: build build-faults tools
 	@echo "log: $(FAULTS_LONG_LOG)"
-	rc=0; \
-	E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(ENGINE_FLAGS) $(GO) test -count=1 -timeout 60m -run 'TestLinearizability$$' -v ./test/linearizability/ -args -lin.duration=$(DURATION) -lin.faults=$(FAULT) > $(FAULTS_LONG_LOG) 2>&1 || rc=$$?; \
+	rc=0; if [[ "$(FAULT)" == clock ]]; then \
+	  E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(ENGINE_FLAGS) $(GO) test -count=1 -timeout 60m -run 'TestLeaderClockJumps$$' -v ./test/faults/ -args -clock.duration=$(DURATION) > $(FAULTS_LONG_LOG) 2>&1 || rc=$$?; \
+	else \
+	  E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(ENGINE_FLAGS) $(GO) test -count=1 -timeout 60m -run 'TestLinearizability$$' -v ./test/linearizability/ -args -lin.duration=$(DURATION) -lin.faults=$(FAULT) > $(FAULTS_LONG_LOG) 2>&1 || rc=$$?; \
+	fi; \
 	grep -h -- '--- \|summary:' $(FAULTS_LONG_LOG) || true; exit $$rc
 
 # make test runs the overload tests (test/faults/overload_test.go) at their

@@ -41,6 +41,34 @@
 // keep-alive of a checkpointed lease first proposes a checkpoint of 0 so the
 // renewal is not undone by the next election.
 //
+// # Timing bound
+//
+// Leases are measured on the leader's monotonic clock: the lessor only
+// ever subtracts two readings of its Clock (time.Time.Sub, which uses the
+// monotonic reading), so a step of the time of day on the leader (an
+// operator's date -s, an NTP step; internal/clockfault injects one)
+// moves no expiry. For a lease granted, or last kept alive, with TTL t:
+//
+//   - never early: it is not revoked before t has passed since the grant
+//     or keep-alive was sent. Its clock starts when the primary applies
+//     the grant or receives the keep-alive, after the request was sent; a
+//     new leader restarts it at the checkpointed remainder or the full
+//     TTL, plus the election timeout E.
+//   - never forever: while the cluster has a leader it is revoked within
+//     t + E + R of the answer, where E is paid once per leadership change
+//     during its life and R is one revoke round: the expiry loop waking,
+//     a ReadIndex confirming the leader, the LeaseRevoke's commit and
+//     apply (milliseconds on a healthy cluster). A round lost to a leader
+//     change or a dropped proposal is tried again ExpiredRetryInterval
+//     later; more than RevokeRate leases expiring in the same second are
+//     spread over ceil(n/RevokeRate) seconds.
+//
+// etcd 3.6 gives the same bound (its lessor also measures with the
+// monotonic clock and extends leases by the election timeout on
+// promotion); test/faults/clock_test.go checks it on both servers with
+// R = 2 s, and with the leader's clock stepped by minutes forward and
+// backward on MetaStore's fault-injection build.
+//
 // # Expiry loop and rate limits
 //
 // The primary keeps leases in a binary min-heap ordered by the next time

@@ -55,7 +55,7 @@ type Config struct {
 	Logger *slog.Logger // nil discards logs
 	// Metrics receives the lease metrics; nil disables them.
 	Metrics prometheus.Registerer
-	// Clock is the wall clock; nil is the system clock.
+	// Clock is the lease clock; nil is the system clock.
 	Clock Clock
 	// Proposer is required by Start and by Renew of a checkpointed lease.
 	Proposer Proposer

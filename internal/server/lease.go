@@ -10,6 +10,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/clockfault"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lease"
 )
@@ -38,6 +39,7 @@ func newMemberLeases(s *Server, cfg Config) (*memberLeases, error) {
 		Logger:               s.log.With("component", "lessor"),
 		Metrics:              cfg.Metrics,
 		Proposer:             ml,
+		Clock:                clockfault.LeaseClock(), // nil but in the fault-injection build
 		MinTTL:               lease.MinTTL(cfg.ElectionTicks, cfg.TickInterval),
 		ExpiredRetryInterval: s.reqTimeout,
 	})

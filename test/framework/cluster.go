@@ -65,6 +65,11 @@ type ClusterConfig struct {
 	// data directory before the member first starts (for example to
 	// mount a small file system there); the directory exists, empty.
 	PrepareDataDir func(name, dir string) error
+	// MemberEnv, when set, gives each member's extra environment
+	// (KEY=value) from its name and data directory, from its first start
+	// (Member.SetEnv changes it later): for example a fault seam's
+	// per-member control file.
+	MemberEnv func(name, dataDir string) []string
 }
 
 // Cluster is a set of members of the target under test, bootstrapped
@@ -198,6 +203,9 @@ func (c *Cluster) newMember(name string) (*Member, error) {
 	}
 	if c.cfg.TLS != nil && c.cfg.TLS.PlainClientURL {
 		m.plainClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[3])
+	}
+	if c.cfg.MemberEnv != nil {
+		m.env = c.cfg.MemberEnv(name, m.dataDir)
 	}
 	if c.cfg.PrepareDataDir != nil {
 		if err := os.MkdirAll(m.dataDir, 0o700); err != nil {

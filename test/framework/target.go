@@ -167,3 +167,17 @@ func SkipUnlessMetaStore(t testing.TB, feature string) {
 		t.Skipf("%s is MetaStore's own; %s has none (E2E_TARGET=%s)", feature, target, target)
 	}
 }
+
+// EngineName names the storage engine under test, for test summaries:
+// the target's name for etcd, otherwise rocksdb or memory as
+// E2E_EXTRA_FLAGS selects.
+func EngineName() string {
+	target, err := TargetFromEnv()
+	if err != nil || target != TargetMetaStore {
+		return string(target)
+	}
+	if strings.Contains(os.Getenv(ExtraFlagsEnvVar), "rocksdb") {
+		return "rocksdb"
+	}
+	return "memory"
+}

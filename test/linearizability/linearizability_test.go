@@ -4,9 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,7 +112,7 @@ func TestLinearizability(t *testing.T) {
 	history := checkWatchers(ctx, t, members, clusterID, watchers)
 	verdict := checkHistory(t, hist, history, seed)
 	t.Logf("summary: target=%s engine=%s faults=%s duration=%v operations=%d unknown=%d faults-injected=%d (%s) watch-events=%d verdict=%s",
-		c.Target(), engineName(), *faultsFlag, *duration, verdict.ops, verdict.unknown, nem.injected(), nem.summary(), len(history), verdict.result)
+		c.Target(), framework.EngineName(), *faultsFlag, *duration, verdict.ops, verdict.unknown, nem.injected(), nem.summary(), len(history), verdict.result)
 	if verdict.err != nil {
 		t.Fatal(verdict.err)
 	}
@@ -185,16 +183,6 @@ func readClusterID(ctx context.Context, t *testing.T, c *framework.Cluster) uint
 	return resp.Header.ClusterId
 }
 
-// engineName names the storage engine under test, for the summary.
-func engineName() string {
-	if target, _ := framework.TargetFromEnv(); target != framework.TargetMetaStore {
-		return string(target)
-	}
-	if strings.Contains(os.Getenv(framework.ExtraFlagsEnvVar), "rocksdb") {
-		return "rocksdb"
-	}
-	return "memory"
-}
 
 func memberEndpoints(members []*framework.Member) (names, endpoints []string) {
 	for _, m := range members {

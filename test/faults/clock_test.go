@@ -1,0 +1,286 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/metastore-io/metastore/test/framework"
+)
+
+var clockDuration = flag.Duration("clock.duration", 0,
+	"step the leader's clock and check lease timing for this long (0: one round unstepped, one +5m, one -5m; later rounds step by -10m..+10m)")
+
+const (
+	// clockTTL is every lease's TTL in seconds, above both servers'
+	// minimum (1.5 election timeouts).
+	clockTTL = 3
+	// clockLeases leases are granted in each round.
+	clockLeases = 6
+	// electionTimeout is both servers' default --election-timeout: a
+	// new leader extends every lease by it.
+	electionTimeout = time.Second
+	// revokeRound is the allowance for one revoke round after expiry:
+	// the expiry loop waking, a ReadIndex confirming the leader, the
+	// LeaseRevoke's commit and apply, the watch event's delivery (lease
+	// doc: the timing bound), with room for a loaded 2-core machine.
+	revokeRound = 2 * time.Second
+	// stepWait bounds how long a member takes to read a new step.
+	stepWait = 10 * time.Second
+)
+
+// leaseBound is how much later than its TTL a lease may be revoked: the
+// lease package's documented bound, E + R.
+const leaseBound = electionTimeout + revokeRound
+
+// TestLeaderClockJumps steps the leader's clock (its time of day, through
+// the clockfault seam of bin/metastore-faults) forward and backward by
+// minutes while leases run, and checks the lease package's timing bound
+// on every lease: never revoked before its TTL has passed since the grant
+// (or keep-alive) was sent, always revoked within TTL + leaseBound of its
+// answer. Against etcd, which has no such seam, the same rounds run with
+// the clock unstepped: the bound holds for etcd too, so it is etcd's.
+func TestLeaderClockJumps(t *testing.T) {
+	target, err := framework.TargetFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepping := target == framework.TargetMetaStore
+	stepDir := t.TempDir()
+	cfg := framework.ClusterConfig{Size: 3}
+	if stepping {
+		requireFaultBinary(t)
+		cfg.Binary = faultBinary
+		cfg.MemberEnv = func(name, _ string) []string {
+			return []string{"METASTORE_CLOCKFAULT=file=" + filepath.Join(stepDir, name+".step")}
+		}
+	} else {
+		t.Logf("%s has no clock seam (the step is MetaStore's fault-injection build): the lease timing is checked with the leader's clock unstepped", target)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), *clockDuration+3*time.Minute)
+	defer cancel()
+	c := framework.NewCluster(t, cfg)
+	cli := c.NewClient(t)
+
+	steps := []time.Duration{0, 5 * time.Minute, -5 * time.Minute}
+	if !stepping {
+		steps = []time.Duration{0, 0, 0}
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0xc10c))
+	var totals clockTotals
+	end := time.Now().Add(*clockDuration)
+	for round := 0; round < len(steps) || time.Now().Before(end); round++ {
+		step := time.Duration(0)
+		switch {
+		case round < len(steps):
+			step = steps[round]
+		case stepping:
+			step = time.Duration(rng.IntN(21)-10) * time.Minute
+		}
+		clockRound(ctx, t, c, cli, round, step, stepDir, &totals)
+		if t.Failed() {
+			break
+		}
+	}
+	verdict := "within the bound"
+	if t.Failed() {
+		verdict = "BOUND BROKEN"
+	}
+	t.Logf("summary: target=%s engine=%s fault=clock duration=%v rounds=%d steps=%d leases=%d earliest-revoke=TTL%s latest-revoke=TTL%s bound=TTL+%v verdict=%s",
+		target, framework.EngineName(), *clockDuration, totals.rounds, totals.steps, totals.leases,
+		signed(totals.earliest), signed(totals.latest), leaseBound, verdict)
+}
+
+// clockTotals sum up the rounds for the summary.
+type clockTotals struct {
+	rounds, steps, leases int
+	earliest, latest      time.Duration // revoke time minus TTL, from the request sent / the answer
+}
+
+// leaseWindow is when a lease may be revoked: not before sent+TTL, not
+// after answered+TTL+leaseBound.
+type leaseWindow struct {
+	key            string
+	id             clientv3.LeaseID
+	sent, answered time.Time
+}
+
+// clockRound grants clockLeases leases with a key each, steps the
+// leader's clock by step (unless 0), keeps half of the leases alive once,
+// and checks when each key's deletion arrives.
+func clockRound(ctx context.Context, t *testing.T, c *framework.Cluster, cli *clientv3.Client, round int, step time.Duration, stepDir string, totals *clockTotals) {
+	t.Helper()
+	prefix := fmt.Sprintf("/clock/%d/", round)
+	deleted := watchDeletes(ctx, t, cli, prefix)
+	ttl := clockTTL * time.Second
+	windows := make([]leaseWindow, clockLeases)
+	for i := range windows {
+		w := &windows[i]
+		w.key = fmt.Sprintf("%s%d", prefix, i)
+		w.sent = time.Now()
+		resp, err := cli.Grant(ctx, clockTTL)
+		if err != nil {
+			t.Fatalf("grant: %v", err)
+		}
+		w.answered, w.id = time.Now(), resp.ID
+		if _, err := cli.Put(ctx, w.key, "v", clientv3.WithLease(resp.ID)); err != nil {
+			t.Fatalf("put %s: %v", w.key, err)
+		}
+	}
+	if step != 0 {
+		leader := findLeader(ctx, t, c)
+		stepClock(ctx, t, leader, cli, windows[0].id, filepath.Join(stepDir, leader.Name()+".step"), step)
+		totals.steps++
+	}
+	for i := range windows {
+		w := &windows[i]
+		ttlResp, err := cli.TimeToLive(ctx, w.id)
+		if err != nil {
+			t.Fatalf("time-to-live of %x: %v", w.id, err)
+		}
+		if ttlResp.TTL > clockTTL {
+			t.Errorf("round %d (step %v): lease %x has %d s to live, more than its TTL of %d s", round, step, w.id, ttlResp.TTL, clockTTL)
+		}
+		if i%2 == 1 && ttlResp.TTL > 0 {
+			sent := time.Now()
+			if _, err := cli.KeepAliveOnce(ctx, w.id); err == nil {
+				w.sent, w.answered = sent, time.Now()
+			}
+		}
+	}
+	deadline := time.After(ttl + leaseBound + 10*time.Second)
+	for i := range windows {
+		w := &windows[i]
+		var at time.Time
+		select {
+		case at = <-deleted.of(w.key):
+		case <-deadline:
+			t.Fatalf("round %d (step %v): lease %x (key %s) still not revoked %v after its TTL of %v", round, step, w.id, w.key, leaseBound+10*time.Second, ttl)
+		}
+		early, late := at.Sub(w.sent)-ttl, at.Sub(w.answered)-ttl
+		if early < 0 {
+			t.Errorf("round %d (step %v): lease %x revoked %v before its TTL of %v had passed", round, step, w.id, -early, ttl)
+		}
+		if late > leaseBound {
+			t.Errorf("round %d (step %v): lease %x revoked %v after its TTL, beyond the bound of %v", round, step, w.id, late, leaseBound)
+		}
+		if totals.leases == 0 || early < totals.earliest {
+			totals.earliest = early
+		}
+		totals.latest = max(totals.latest, late)
+		totals.leases++
+	}
+	totals.rounds++
+	if !t.Failed() {
+		t.Logf("round %d: step %v, %d leases revoked inside [TTL, TTL+%v]", round, step, len(windows), leaseBound)
+	}
+}
+
+// signed writes d in milliseconds with its sign.
+func signed(d time.Duration) string {
+	d = d.Round(time.Millisecond)
+	if d < 0 {
+		return d.String()
+	}
+	return "+" + d.String()
+}
+
+// deletes records when each key's deletion arrived.
+type deletes struct {
+	mu   sync.Mutex
+	seen map[string]chan time.Time
+}
+
+func (d *deletes) of(key string) chan time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch, ok := d.seen[key]
+	if !ok {
+		ch = make(chan time.Time, 1)
+		d.seen[key] = ch
+	}
+	return ch
+}
+
+// watchDeletes watches prefix from now on and records each key's first
+// deletion.
+func watchDeletes(ctx context.Context, t *testing.T, cli *clientv3.Client, prefix string) *deletes {
+	t.Helper()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deletes{seen: map[string]chan time.Time{}}
+	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	go func() {
+		for wr := range wch {
+			at := time.Now()
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					select {
+					case d.of(string(ev.Kv.Key)) <- at:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	return d
+}
+
+// findLeader returns the member that leads, as the members' Status says.
+func findLeader(ctx context.Context, t *testing.T, c *framework.Cluster) *framework.Member {
+	t.Helper()
+	for ctx.Err() == nil {
+		for _, m := range c.Members() {
+			resp, err := m.NewClient(t).Status(ctx, m.Endpoint())
+			if err == nil && resp.Leader != 0 && resp.Leader == resp.Header.MemberId {
+				return m
+			}
+		}
+	}
+	t.Fatalf("no leader: %v", ctx.Err())
+	return nil
+}
+
+// stepClock writes step into the member's step file and waits until its
+// log says it took it; time-to-live calls make the lessor read its clock.
+func stepClock(ctx context.Context, t *testing.T, m *framework.Member, cli *clientv3.Client, id clientv3.LeaseID, path string, step time.Duration) {
+	t.Helper()
+	before, err := os.ReadFile(m.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(step.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sign := "+"
+	if step < 0 {
+		sign = ""
+	}
+	want := []byte("clockfault: the clock is now stepped by " + sign + step.String())
+	wctx, cancel := context.WithTimeout(ctx, stepWait)
+	defer cancel()
+	for {
+		log, err := os.ReadFile(m.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(log[len(before):], want) {
+			return
+		}
+		if _, err := cli.TimeToLive(wctx, id); wctx.Err() != nil {
+			t.Fatalf("%s did not take the clock step %v within %v (last time-to-live: %v)", m.Name(), step, stepWait, err)
+		}
+	}
+}
+

@@ -54,20 +54,25 @@
 //     the grant or receives the keep-alive, after the request was sent; a
 //     new leader restarts it at the checkpointed remainder or the full
 //     TTL, plus the election timeout E.
-//   - never forever: while the cluster has a leader it is revoked within
-//     t + E + R of the answer, where E is paid once per leadership change
-//     during its life and R is one revoke round: the expiry loop waking,
+//   - never forever: while one leader holds, it is revoked within t + R
+//     of the answer, where R is one revoke round: the expiry loop waking,
 //     a ReadIndex confirming the leader, the LeaseRevoke's commit and
-//     apply (milliseconds on a healthy cluster). A round lost to a leader
-//     change or a dropped proposal is tried again ExpiredRetryInterval
-//     later; more than RevokeRate leases expiring in the same second are
-//     spread over ceil(n/RevokeRate) seconds.
+//     apply (milliseconds on a healthy cluster). A leadership change
+//     restarts it on the new leader at promotion with its checkpointed
+//     remainder (leases whose TTL exceeds CheckpointInterval) or its full
+//     TTL, plus the election timeout E. So it is revoked within
+//     t + E + R of the later of its answer and the last leadership change
+//     during its life. A round lost to a leader change or a dropped
+//     proposal is tried again ExpiredRetryInterval later; more than
+//     RevokeRate leases expiring in the same second are spread over
+//     ceil(n/RevokeRate) seconds.
 //
 // etcd 3.6 gives the same bound (its lessor also measures with the
 // monotonic clock and extends leases by the election timeout on
-// promotion); test/faults/clock_test.go checks it on both servers with
-// R = 2 s, and with the leader's clock stepped by minutes forward and
-// backward on MetaStore's fault-injection build.
+// promotion; its expiry loop looks every 500 ms, so its R is up to half a
+// second longer); test/faults/clock_test.go checks it on both servers with
+// R = 2 s, across a killed leader, and with the leader's clock stepped by
+// minutes forward and backward on MetaStore's fault-injection build.
 //
 // # Expiry loop and rate limits
 //

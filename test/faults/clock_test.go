@@ -46,8 +46,9 @@ const leaseBound = electionTimeout + revokeRound
 // the clockfault seam of bin/metastore-faults) forward and backward by
 // minutes while leases run, and checks the lease package's timing bound
 // on every lease: never revoked before its TTL has passed since the grant
-// (or keep-alive) was sent, always revoked within TTL + leaseBound of its
-// answer. Against etcd, which has no such seam, the same rounds run with
+// (or keep-alive) was sent, always revoked within TTL + leaseBound of the
+// later of its answer and a new leader's election (the last round kills
+// the leader while the leases run). Against etcd, which has no such seam, the same rounds run with
 // the clock unstepped: the bound holds for etcd too, so it is etcd's.
 func TestLeaderClockJumps(t *testing.T) {
 	target, err := framework.TargetFromEnv()
@@ -71,22 +72,27 @@ func TestLeaderClockJumps(t *testing.T) {
 	c := framework.NewCluster(t, cfg)
 	cli := c.NewClient(t)
 
-	steps := []time.Duration{0, 5 * time.Minute, -5 * time.Minute}
+	// The last planned round kills the leader once the leases run: the
+	// new leader restarts them with the election timeout on top.
+	steps := []time.Duration{0, 5 * time.Minute, -5 * time.Minute, 3 * time.Minute}
 	if !stepping {
-		steps = []time.Duration{0, 0, 0}
+		steps = []time.Duration{0, 0, 0, 0}
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0xc10c))
 	var totals clockTotals
+	leaders := newLeaderFinder(c)
+	defer leaders.close()
 	end := time.Now().Add(*clockDuration)
 	for round := 0; round < len(steps) || time.Now().Before(end); round++ {
-		step := time.Duration(0)
+		step, killLeader := time.Duration(0), round == len(steps)-1
 		switch {
 		case round < len(steps):
 			step = steps[round]
 		case stepping:
 			step = time.Duration(rng.IntN(21)-10) * time.Minute
+			killLeader = rng.IntN(4) == 0
 		}
-		clockRound(ctx, t, c, cli, round, step, stepDir, &totals)
+		clockRound(ctx, t, c, cli, leaders, clockPlan{round, step, killLeader}, stepDir, &totals)
 		if t.Failed() {
 			break
 		}
@@ -95,15 +101,31 @@ func TestLeaderClockJumps(t *testing.T) {
 	if t.Failed() {
 		verdict = "BOUND BROKEN"
 	}
-	t.Logf("summary: target=%s engine=%s fault=clock duration=%v rounds=%d steps=%d leases=%d earliest-revoke=TTL%s latest-revoke=TTL%s bound=TTL+%v verdict=%s",
-		target, framework.EngineName(), *clockDuration, totals.rounds, totals.steps, totals.leases,
+	t.Logf("summary: target=%s engine=%s fault=clock duration=%v rounds=%d steps=%d leader-kills=%d leases=%d earliest-revoke=TTL%s latest-revoke=TTL%s bound=TTL+%v verdict=%s",
+		target, framework.EngineName(), *clockDuration, totals.rounds, totals.steps, totals.kills, totals.leases,
 		signed(totals.earliest), signed(totals.latest), leaseBound, verdict)
 }
 
 // clockTotals sum up the rounds for the summary.
 type clockTotals struct {
-	rounds, steps, leases int
-	earliest, latest      time.Duration // revoke time minus TTL, from the request sent / the answer
+	rounds, steps, kills, leases int
+	earliest, latest             time.Duration // revoke time minus TTL, from the request sent / the answer
+}
+
+// clockPlan is one round's fault: a step of the leader's clock (0: none),
+// and whether the leader is killed once the leases run.
+type clockPlan struct {
+	round      int
+	step       time.Duration
+	killLeader bool
+}
+
+func (p clockPlan) String() string {
+	s := fmt.Sprintf("round %d (step %v", p.round, p.step)
+	if p.killLeader {
+		s += ", leader killed"
+	}
+	return s + ")"
 }
 
 // leaseWindow is when a lease may be revoked: not before sent+TTL, not
@@ -115,13 +137,71 @@ type leaseWindow struct {
 }
 
 // clockRound grants clockLeases leases with a key each, steps the
-// leader's clock by step (unless 0), keeps half of the leases alive once,
-// and checks when each key's deletion arrives.
-func clockRound(ctx context.Context, t *testing.T, c *framework.Cluster, cli *clientv3.Client, round int, step time.Duration, stepDir string, totals *clockTotals) {
+// leader's clock by the plan's step (unless 0), keeps half of the leases
+// alive once, kills the leader if planned, and checks when each key's
+// deletion arrives: not before TTL after the request was sent, not later
+// than TTL + leaseBound after the later of its answer and the new
+// leader's election.
+func clockRound(ctx context.Context, t *testing.T, c *framework.Cluster, cli *clientv3.Client, leaders *leaderFinder, plan clockPlan, stepDir string, totals *clockTotals) {
 	t.Helper()
-	prefix := fmt.Sprintf("/clock/%d/", round)
+	prefix := fmt.Sprintf("/clock/%d/", plan.round)
 	deleted := watchDeletes(ctx, t, cli, prefix)
-	ttl := clockTTL * time.Second
+	windows := grantLeases(ctx, t, cli, prefix)
+	leader := leaders.find(ctx, t)
+	if plan.step != 0 {
+		stepClock(ctx, t, leader, cli, windows[0].id, filepath.Join(stepDir, leader.Name()+".step"), plan.step)
+		totals.steps++
+	}
+	for i := range windows {
+		w := &windows[i]
+		ttlResp, err := cli.TimeToLive(ctx, w.id)
+		if err != nil {
+			t.Fatalf("time-to-live of %x: %v", w.id, err)
+		}
+		if ttlResp.TTL > clockTTL {
+			t.Errorf("%v: lease %x has %d s to live, more than its TTL of %d s", plan, w.id, ttlResp.TTL, clockTTL)
+		}
+		if i%2 == 1 && ttlResp.TTL > 0 {
+			sent := time.Now()
+			if _, err := cli.KeepAliveOnce(ctx, w.id); err == nil {
+				w.sent, w.answered = sent, time.Now()
+			}
+		}
+	}
+	if plan.killLeader {
+		if _, err := leader.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		leaders.find(ctx, t)
+		elected := time.Now()
+		for i := range windows {
+			windows[i].answered = later(windows[i].answered, elected)
+		}
+		totals.kills++
+	}
+	checkRevokes(ctx, t, plan, windows, deleted, totals)
+	if plan.killLeader {
+		if err := leader.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	totals.rounds++
+	if !t.Failed() {
+		t.Logf("%v: %d leases revoked inside [TTL, TTL+%v]", plan, len(windows), leaseBound)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// grantLeases grants clockLeases leases and puts a key under prefix on
+// each, recording when each grant was sent and answered.
+func grantLeases(ctx context.Context, t *testing.T, cli *clientv3.Client, prefix string) []leaseWindow {
+	t.Helper()
 	windows := make([]leaseWindow, clockLeases)
 	for i := range windows {
 		w := &windows[i]
@@ -136,42 +216,30 @@ func clockRound(ctx context.Context, t *testing.T, c *framework.Cluster, cli *cl
 			t.Fatalf("put %s: %v", w.key, err)
 		}
 	}
-	if step != 0 {
-		leader := findLeader(ctx, t, c)
-		stepClock(ctx, t, leader, cli, windows[0].id, filepath.Join(stepDir, leader.Name()+".step"), step)
-		totals.steps++
-	}
-	for i := range windows {
-		w := &windows[i]
-		ttlResp, err := cli.TimeToLive(ctx, w.id)
-		if err != nil {
-			t.Fatalf("time-to-live of %x: %v", w.id, err)
-		}
-		if ttlResp.TTL > clockTTL {
-			t.Errorf("round %d (step %v): lease %x has %d s to live, more than its TTL of %d s", round, step, w.id, ttlResp.TTL, clockTTL)
-		}
-		if i%2 == 1 && ttlResp.TTL > 0 {
-			sent := time.Now()
-			if _, err := cli.KeepAliveOnce(ctx, w.id); err == nil {
-				w.sent, w.answered = sent, time.Now()
-			}
-		}
-	}
+	return windows
+}
+
+// checkRevokes waits for each lease's key to be deleted and holds the
+// time against the lease's window.
+func checkRevokes(ctx context.Context, t *testing.T, plan clockPlan, windows []leaseWindow, deleted *deletes, totals *clockTotals) {
+	t.Helper()
+	ttl := clockTTL * time.Second
 	deadline := time.After(ttl + leaseBound + 10*time.Second)
-	for i := range windows {
-		w := &windows[i]
+	for _, w := range windows {
 		var at time.Time
 		select {
 		case at = <-deleted.of(w.key):
 		case <-deadline:
-			t.Fatalf("round %d (step %v): lease %x (key %s) still not revoked %v after its TTL of %v", round, step, w.id, w.key, leaseBound+10*time.Second, ttl)
+			t.Fatalf("%v: lease %x (key %s) still not revoked %v after its TTL of %v", plan, w.id, w.key, leaseBound+10*time.Second, ttl)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
 		}
 		early, late := at.Sub(w.sent)-ttl, at.Sub(w.answered)-ttl
 		if early < 0 {
-			t.Errorf("round %d (step %v): lease %x revoked %v before its TTL of %v had passed", round, step, w.id, -early, ttl)
+			t.Errorf("%v: lease %x revoked %v before its TTL of %v had passed", plan, w.id, -early, ttl)
 		}
 		if late > leaseBound {
-			t.Errorf("round %d (step %v): lease %x revoked %v after its TTL, beyond the bound of %v", round, step, w.id, late, leaseBound)
+			t.Errorf("%v: lease %x revoked %v after its TTL, beyond the bound of %v", plan, w.id, late, leaseBound)
 		}
 		if totals.leases == 0 || early < totals.earliest {
 			totals.earliest = early
@@ -179,19 +247,6 @@ func clockRound(ctx context.Context, t *testing.T, c *framework.Cluster, cli *cl
 		totals.latest = max(totals.latest, late)
 		totals.leases++
 	}
-	totals.rounds++
-	if !t.Failed() {
-		t.Logf("round %d: step %v, %d leases revoked inside [TTL, TTL+%v]", round, step, len(windows), leaseBound)
-	}
-}
-
-// signed writes d in milliseconds with its sign.
-func signed(d time.Duration) string {
-	d = d.Round(time.Millisecond)
-	if d < 0 {
-		return d.String()
-	}
-	return "+" + d.String()
 }
 
 // deletes records when each key's deletion arrived.
@@ -237,12 +292,43 @@ func watchDeletes(ctx context.Context, t *testing.T, cli *clientv3.Client, prefi
 	return d
 }
 
-// findLeader returns the member that leads, as the members' Status says.
-func findLeader(ctx context.Context, t *testing.T, c *framework.Cluster) *framework.Member {
+// leaderFinder asks the running members who leads, through one client
+// per member.
+type leaderFinder struct {
+	members []*framework.Member
+	clients []*clientv3.Client
+}
+
+func newLeaderFinder(c *framework.Cluster) *leaderFinder {
+	return &leaderFinder{members: c.Members()}
+}
+
+func (f *leaderFinder) close() {
+	for _, cli := range f.clients {
+		cli.Close()
+	}
+}
+
+// find returns the running member that leads, as its Status says.
+func (f *leaderFinder) find(ctx context.Context, t *testing.T) *framework.Member {
 	t.Helper()
+	if f.clients == nil {
+		for _, m := range f.members {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint()}, DialTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.clients = append(f.clients, cli)
+		}
+	}
 	for ctx.Err() == nil {
-		for _, m := range c.Members() {
-			resp, err := m.NewClient(t).Status(ctx, m.Endpoint())
+		for i, m := range f.members {
+			if !m.Running() {
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			resp, err := f.clients[i].Status(sctx, m.Endpoint())
+			cancel()
 			if err == nil && resp.Leader != 0 && resp.Leader == resp.Header.MemberId {
 				return m
 			}
@@ -284,3 +370,11 @@ func stepClock(ctx context.Context, t *testing.T, m *framework.Member, cli *clie
 	}
 }
 
+// signed writes d in milliseconds with its sign.
+func signed(d time.Duration) string {
+	d = d.Round(time.Millisecond)
+	if d < 0 {
+		return d.String()
+	}
+	return "+" + d.String()
+}

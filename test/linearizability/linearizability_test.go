@@ -183,7 +183,6 @@ func readClusterID(ctx context.Context, t *testing.T, c *framework.Cluster) uint
 	return resp.Header.ClusterId
 }
 
-
 func memberEndpoints(members []*framework.Member) (names, endpoints []string) {
 	for _, m := range members {
 		names = append(names, m.Name())

@@ -71,7 +71,7 @@
 // monotonic clock and extends leases by the election timeout on
 // promotion; its expiry loop looks every 500 ms, so its R is up to half a
 // second longer); test/faults/clock_test.go checks it on both servers with
-// R = 2 s, across a killed leader, and with the leader's clock stepped by
+// R = 5 s (room for a loaded machine), across a killed leader, and with the leader's clock stepped by
 // minutes forward and backward on MetaStore's fault-injection build.
 //
 // # Expiry loop and rate limits

@@ -32,8 +32,10 @@ const (
 	// revokeRound is the allowance for one revoke round after expiry:
 	// the expiry loop waking, a ReadIndex confirming the leader, the
 	// LeaseRevoke's commit and apply, the watch event's delivery (lease
-	// doc: the timing bound), with room for a loaded 2-core machine.
-	revokeRound = 2 * time.Second
+	// doc: the timing bound). Milliseconds on an idle machine (etcd: up
+	// to 500 ms more); 5 s leaves room for a loaded 2-core one and still
+	// catches a lease that outlives a clock stepped back by minutes.
+	revokeRound = 5 * time.Second
 	// stepWait bounds how long a member takes to read a new step.
 	stepWait = 10 * time.Second
 )

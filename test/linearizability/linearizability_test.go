@@ -201,6 +201,9 @@ func checkWatchers(ctx context.Context, t *testing.T, members []*framework.Membe
 	if err != nil {
 		t.Fatalf("read the final revision: %v", err)
 	}
+	if resp.Header.ClusterId != clusterID {
+		t.Fatalf("%s answered the final read for cluster %x, not %x: a foreign server", members[0].Name(), resp.Header.ClusterId, clusterID)
+	}
 	rev := resp.Header.Revision
 	var history []*mvccpb.Event
 	for i, m := range members {

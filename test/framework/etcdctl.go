@@ -10,6 +10,14 @@ import (
 	"time"
 )
 
+// etcdctlTimeouts replace etcdctl's own defaults (--dial-timeout=2s,
+// --command-timeout=5s), which a loaded 2-core machine can exceed: the
+// first request with --user is an Authenticate whose bcrypt comparison
+// alone took over a second in CI. The test's context still bounds every
+// run; a test that means to time out passes its own, shorter flags
+// (later flags win).
+var etcdctlTimeouts = []string{"--dial-timeout=10s", "--command-timeout=30s"}
+
 // etcdctlWaitDelay bounds how long Run waits for etcdctl's output pipes
 // after the context kills it.
 const etcdctlWaitDelay = 2 * time.Second
@@ -42,7 +50,8 @@ func (e *Etcdctl) Run(ctx context.Context, args ...string) (CmdResult, error) {
 // reported in the result, not as an error; the error is for failures to
 // run etcdctl at all, including ctx ending first.
 func (e *Etcdctl) RunWithStdin(ctx context.Context, stdin string, args ...string) (CmdResult, error) {
-	full := append([]string{"--endpoints=" + strings.Join(e.endpoints, ",")}, e.flags...)
+	full := append([]string{"--endpoints=" + strings.Join(e.endpoints, ",")}, etcdctlTimeouts...)
+	full = append(full, e.flags...)
 	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, e.binary, full...)
 	cmd.Env = ProcessEnv()

@@ -31,6 +31,16 @@ type rangeOptions struct {
 	// charge counts the first charge key-values found against the
 	// reader's budget (-1: all of them; 0: none).
 	charge int
+	// chunk reads one chunk of a streamed range: the walk stops at the
+	// first live key past limit, or once the key-values found encode to
+	// stopBytes or more (0: no byte bound), instead of going on counting
+	// the rest of the range (see rangestream.go).
+	// keep, in a chunk read, takes only the key-values it accepts (their
+	// metadata is read first, the value only for those kept); the others
+	// are walked and counted all the same.
+	chunk     bool
+	stopBytes int
+	keep      func(*mvccpb.KeyValue) bool
 }
 
 type rangeResult struct {
@@ -38,6 +48,12 @@ type rangeResult struct {
 	revs  []revision // with meta: where each of kvs is stored
 	count int
 	rev   int64
+	// With rangeOptions.chunk: the encoded size of kvs, whether the walk
+	// stopped at a live key it did not take (so more follow), and the
+	// last live key it walked (the index's own bytes: not to be changed).
+	bytes   int
+	stopped bool
+	last    []byte
 }
 
 // rangeKeys is etcd's storeTxnCommon.rangeKeys: the keys in [key, end)
@@ -64,7 +80,7 @@ func (r *kvReader) rangeKeys(key, end []byte, curRev int64, ro rangeOptions) (ra
 	if r.budget.over() {
 		return rangeResult{}, r.budget.err()
 	}
-	return rangeResult{kvs: c.kvs, revs: c.revs, count: c.total, rev: curRev}, nil
+	return rangeResult{kvs: c.kvs, revs: c.revs, count: c.total, rev: curRev, bytes: c.bytes, stopped: c.stopped, last: c.last}, nil
 }
 
 // expectedKeys guesses how many key-values a range yields, to size the
@@ -91,6 +107,18 @@ type rangeCollector struct {
 	revs   []revision
 	total  int   // keys alive at rev
 	err    error // a read failed: stop
+	// With rangeOptions.chunk: the encoded size of kvs, whether the walk
+	// stopped at a live key because the chunk was full, the last key.
+	bytes   int
+	stopped bool
+	last    []byte
+}
+
+// chunkFull reports whether a chunk read has walked as many live keys,
+// or taken as many bytes of key-values, as it may.
+func (c *rangeCollector) chunkFull() bool {
+	return (c.ro.limit > 0 && c.total >= int(c.ro.limit)) ||
+		(c.ro.stopBytes > 0 && c.bytes >= c.ro.stopBytes)
 }
 
 func (c *rangeCollector) visit(ki *keyIndex) bool {
@@ -98,7 +126,24 @@ func (c *rangeCollector) visit(ki *keyIndex) bool {
 	if !ok {
 		return true
 	}
+	if c.ro.chunk {
+		if c.chunkFull() {
+			c.stopped = true
+			return false
+		}
+		c.last = ki.key
+	}
 	c.total++
+	if c.ro.keep != nil {
+		var m mvccpb.KeyValue
+		if _, err := c.r.fetchMeta(ki, rv, &m, c.keyBuf[:0], &c.mem); err != nil {
+			c.err = err
+			return false
+		}
+		if !c.ro.keep(&m) {
+			return true
+		}
+	}
 	if c.ro.limit > 0 && len(c.kvs) >= int(c.ro.limit) {
 		return true // past the limit only the count goes on
 	}
@@ -134,6 +179,7 @@ func (c *rangeCollector) visit(ki *keyIndex) bool {
 		return !c.r.budget.overMemory() // kv is not kept
 	}
 	c.kvs = append(c.kvs, kv)
+	c.bytes += n
 	if c.ro.meta {
 		c.revs = append(c.revs, rv)
 	}
@@ -262,8 +308,7 @@ func gteRangeEnd(rangeEnd []byte) []byte {
 // budget as it is loaded.
 func executeRange(r *kvReader, curRev int64, req *etcdserverpb.RangeRequest) (*etcdserverpb.RangeResponse, error) {
 	limit := req.Limit
-	filtered := req.MinModRevision != 0 || req.MaxModRevision != 0 ||
-		req.MinCreateRevision != 0 || req.MaxCreateRevision != 0
+	filtered := isFiltered(req)
 	if req.SortOrder != etcdserverpb.RangeRequest_NONE || filtered {
 		// Filters and sorting need every key; truncate afterwards.
 		limit = 0
@@ -293,18 +338,7 @@ func executeRange(r *kvReader, curRev int64, req *etcdserverpb.RangeRequest) (*e
 	if err != nil {
 		return nil, err
 	}
-	if req.MaxModRevision != 0 {
-		rr.kvs, rr.revs = pruneKVs(rr.kvs, rr.revs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision > req.MaxModRevision })
-	}
-	if req.MinModRevision != 0 {
-		rr.kvs, rr.revs = pruneKVs(rr.kvs, rr.revs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision < req.MinModRevision })
-	}
-	if req.MaxCreateRevision != 0 {
-		rr.kvs, rr.revs = pruneKVs(rr.kvs, rr.revs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision > req.MaxCreateRevision })
-	}
-	if req.MinCreateRevision != 0 {
-		rr.kvs, rr.revs = pruneKVs(rr.kvs, rr.revs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision < req.MinCreateRevision })
-	}
+	rr.kvs, rr.revs = filterKVs(req, rr.kvs, rr.revs)
 	if err := sortKVs(rr.kvs, rr.revs, req.SortOrder, req.SortTarget); err != nil {
 		return nil, err
 	}
@@ -331,6 +365,30 @@ func executeRange(r *kvReader, curRev int64, req *etcdserverpb.RangeRequest) (*e
 		resp.Kvs[i] = &rr.kvs[i]
 	}
 	return resp, nil
+}
+
+// isFiltered reports whether req filters by mod or create revision.
+func isFiltered(req *etcdserverpb.RangeRequest) bool {
+	return req.MinModRevision != 0 || req.MaxModRevision != 0 ||
+		req.MinCreateRevision != 0 || req.MaxCreateRevision != 0
+}
+
+// filterKVs keeps the key-values within req's mod and create revision
+// bounds, and their revisions with them (revs is nil or as long as kvs).
+func filterKVs(req *etcdserverpb.RangeRequest, kvs []mvccpb.KeyValue, revs []revision) ([]mvccpb.KeyValue, []revision) {
+	if req.MaxModRevision != 0 {
+		kvs, revs = pruneKVs(kvs, revs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision > req.MaxModRevision })
+	}
+	if req.MinModRevision != 0 {
+		kvs, revs = pruneKVs(kvs, revs, func(kv *mvccpb.KeyValue) bool { return kv.ModRevision < req.MinModRevision })
+	}
+	if req.MaxCreateRevision != 0 {
+		kvs, revs = pruneKVs(kvs, revs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision > req.MaxCreateRevision })
+	}
+	if req.MinCreateRevision != 0 {
+		kvs, revs = pruneKVs(kvs, revs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision < req.MinCreateRevision })
+	}
+	return kvs, revs
 }
 
 // pruneKVs drops the key-values prunable reports, and their revisions

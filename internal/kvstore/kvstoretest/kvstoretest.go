@@ -42,6 +42,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 		{"CommitFailure", testCommitFailure},
 		{"Close", testClose},
 		{"ResponseBounds", testResponseBounds},
+		{"RangeStream", testRangeStream},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newBackend) })

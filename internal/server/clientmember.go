@@ -11,7 +11,10 @@ import (
 // with the results etcdcompat defines in place of the internal ones.
 type clientMember struct{ *Server }
 
-var _ etcdcompat.Member = clientMember{}
+var (
+	_ etcdcompat.Member            = clientMember{}
+	_ etcdcompat.RangeStreamMember = clientMember{}
+)
 
 // ClientMember is the member as etcd's services (pkg/etcdcompat) see it.
 func (s *Server) ClientMember() etcdcompat.Member { return clientMember{s} }

@@ -38,6 +38,22 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	return resp, nil
 }
 
+// RangeStream serves a read as etcd 3.7's RangeStream: the same checks
+// as Range (a linearizable read first unless serializable, the caller's
+// permission on the range), then the store's chunks, each passed to send
+// (see kvstore.Store.RangeStream). chunkBytes is the chunk target.
+// It is not timed as a range: its length is the client's reading pace.
+func (s *Server) RangeStream(ctx context.Context, r *pb.RangeRequest, chunkBytes int, send func(*pb.RangeResponse) error) error {
+	if !r.Serializable {
+		if err := s.LinearizableRead(ctx); err != nil {
+			return err
+		}
+	}
+	return s.authorizeRead(ctx,
+		func(ai *auth.AuthInfo) error { return s.auth.IsRangePermitted(ai, r.Key, r.RangeEnd) },
+		func() error { return s.kv.RangeStream(ctx, r, chunkBytes, send) })
+}
+
 // Put writes a key through Raft.
 func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
 	if err := s.checkQuota(ctx, r); err != nil {

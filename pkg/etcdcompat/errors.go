@@ -26,6 +26,7 @@ var grpcErrors = map[error]error{
 	kvstore.ErrValueProvided:     rpctypes.ErrGRPCValueProvided,
 	kvstore.ErrLeaseProvided:     rpctypes.ErrGRPCLeaseProvided,
 	kvstore.ErrInvalidSortOption: rpctypes.ErrGRPCInvalidSortOption,
+	kvstore.ErrStreamSortOrder:   status.Error(codes.Unimplemented, kvstore.ErrStreamSortOrder.Error()),
 	membererr.ErrStopped:         rpctypes.ErrGRPCStopped,
 	membererr.ErrTimeout:         rpctypes.ErrGRPCTimeout,
 	membererr.ErrNoLeader:        rpctypes.ErrGRPCNoLeader,

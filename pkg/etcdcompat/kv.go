@@ -14,6 +14,8 @@ type kvService struct {
 	srv       Member
 	hdr       headerFiller
 	maxTxnOps int
+	// chunkBytes is RangeStream's target chunk size (kv_stream.go).
+	chunkBytes int
 }
 
 func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {

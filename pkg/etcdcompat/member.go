@@ -128,3 +128,15 @@ type WatchResponse struct {
 	// Fragment: the watcher asked for large responses to be split.
 	Fragment bool
 }
+
+// RangeStreamMember is a Member that serves etcd 3.7's RangeStream
+// (/etcdserverpb.KV/RangeStream); the service answers codes.Unimplemented
+// for a member that does not. RangeStream serves a RangeRequest that has
+// passed validation and has the natural sort order, with the same
+// permission check and linearizable read as Range, calling send with
+// each chunk in order (see package rangestream for the layout); the last
+// chunk's header has its revision, the service fills in the rest.
+// chunkBytes is the target encoded size of a chunk's key-values.
+type RangeStreamMember interface {
+	RangeStream(ctx context.Context, r *pb.RangeRequest, chunkBytes int, send func(*pb.RangeResponse) error) error
+}

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lockservice"
 	"github.com/metastore-io/metastore/pkg/lockapi"
 )
@@ -128,7 +129,7 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	}
 	gs := grpc.NewServer(cfg.grpcOptions(m, unary, stream)...)
 	hdr := headerFiller{srv: cfg.Member}
-	pb.RegisterKVServer(gs, &kvService{srv: cfg.Member, hdr: hdr, maxTxnOps: int(cfg.MaxTxnOps)})
+	gs.RegisterService(kvServiceDesc(), &kvService{srv: cfg.Member, hdr: hdr, maxTxnOps: int(cfg.MaxTxnOps), chunkBytes: cfg.streamChunkBytes()})
 	pb.RegisterMaintenanceServer(gs, &maintenanceService{srv: cfg.Member, hdr: hdr})
 	pb.RegisterClusterServer(gs, &clusterService{srv: cfg.Member})
 	leases := newLeaseService(cfg.Member, hdr, cfg.Logger)
@@ -174,6 +175,17 @@ func (cfg Config) SendLimit() int {
 		return math.MaxInt32
 	}
 	return cfg.MaxSendBytes
+}
+
+// streamChunkBytes is the target size of a RangeStream chunk's key-values:
+// --max-request-bytes, the size of the largest value a client can write
+// (so a chunk holds at least one), within the send limit.
+func (cfg Config) streamChunkBytes() int {
+	n := int(cfg.MaxRequestBytes)
+	if n <= 0 {
+		n = kvstore.DefaultStreamChunkBytes
+	}
+	return min(n, cfg.SendLimit()-kvstore.ResponseOverheadBytes)
 }
 
 // grpcOptions are etcd's server options: the receive limit, the stream

@@ -20,10 +20,11 @@ import (
 // the last chunk is read, the stream ends with ErrCompacted.
 //
 // Chunk sizes adapt: the first chunk takes at most streamFirstChunkKeys
-// live keys; a chunk whose key-values reach the target size halves the
-// next one's key limit, a full one under half the target doubles it.
-// A chunk also stops once its key-values reach the target, whatever the
-// key limit, so one chunk holds at most the target plus one key-value.
+// live keys; a chunk whose key-values reach the target size with half
+// its key limit or less halves the next one's limit, one that reaches
+// its limit under half the target doubles it. A chunk also stops once
+// its key-values reach the target, whatever the key limit, so one chunk
+// holds at most the target plus one key-value.
 //
 // Count is the tally of the live keys the chunks walked (a chunk read
 // stops at its limit instead of counting the rest of the range, as a
@@ -177,9 +178,11 @@ func (st *rangeStream) next() (*etcdserverpb.RangeResponse, error) {
 // adapt sets the next chunk's key limit from this one's size.
 func (st *rangeStream) adapt(ch rangeChunk, limit int) {
 	switch {
-	case ch.bytes >= st.target:
+	case ch.bytes >= st.target && ch.visited <= limit/2:
+		// Filled by bytes with half the keys or fewer: halve.
 		st.limit = max(1, limit/2)
 	case ch.visited >= limit && ch.bytes < st.target/2:
+		// Stopped by keys under half the target: double.
 		st.limit = min(2*limit, streamMaxChunkKeys)
 	}
 }

@@ -2,8 +2,6 @@ package etcdcompat
 
 import (
 	"context"
-	"errors"
-	"io"
 	"fmt"
 	"slices"
 	"strings"
@@ -112,16 +110,13 @@ func TestRangeStreamService(t *testing.T) {
 		}
 		got := &pb.RangeResponse{}
 		chunks := 0
-		for {
-			c, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		err = st.ForEach(func(c *pb.RangeResponse) error {
 			chunks++
 			rangestream.Merge(got, c)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 		if got.String() != want.String() {
 			t.Fatalf("%v: merged stream %v, want %v", req, got, want)

@@ -49,6 +49,23 @@ func (s *Stream) Recv() (*pb.RangeResponse, error) {
 	return m.RangeResponse, nil
 }
 
+// ForEach calls fn with each chunk in order until the stream ends (nil)
+// or fails, or fn fails (its error).
+func (s *Stream) ForEach(fn func(chunk *pb.RangeResponse) error) error {
+	for {
+		chunk, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(chunk); err != nil {
+			return err
+		}
+	}
+}
+
 // Get calls RangeStream for req and merges the chunks into the response
 // the unary Range gives (etcd 3.7's clientv3 RangeStreamToRangeResponse).
 func Get(ctx context.Context, cc grpc.ClientConnInterface, req *pb.RangeRequest, opts ...grpc.CallOption) (*pb.RangeResponse, error) {
@@ -59,14 +76,12 @@ func Get(ctx context.Context, cc grpc.ClientConnInterface, req *pb.RangeRequest,
 		return nil, err
 	}
 	resp := &pb.RangeResponse{}
-	for {
-		chunk, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return resp, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	err = s.ForEach(func(chunk *pb.RangeResponse) error {
 		Merge(resp, chunk)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return resp, nil
 }

@@ -135,15 +135,12 @@ func TestRangeStreamMatchesRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var chunks []*pb.RangeResponse
-	for {
-		c, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	err = st.ForEach(func(c *pb.RangeResponse) error {
 		chunks = append(chunks, c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(chunks) < 4 {
 		t.Fatalf("%d chunks for 6 MiB at 1.5 MiB a chunk", len(chunks))

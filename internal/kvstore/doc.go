@@ -98,6 +98,14 @@
 // without the member holding it. The ranges of a txn that writes run in
 // apply and are not bounded.
 //
+// # Streamed ranges
+//
+// RangeStream (rangestream.go) serves etcd 3.7's streamed range: chunks
+// whose merge is Range's response, each read from a snapshot of its own
+// at the revision the first pinned, each stopped at an adaptive key limit
+// or a byte target instead of counting the rest of the range, each held
+// to the response bounds on its own.
+//
 // # Errors
 //
 // The sentinel errors carry etcd's own messages. The gRPC layer is

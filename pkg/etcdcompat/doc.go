@@ -11,6 +11,12 @@
 // and maps errors to etcd's rpctypes statuses through one table
 // (errors.go). No state lives here.
 //
+// One RPC is etcd 3.7's, not 3.6's: KV's server-streaming RangeStream
+// (kv_stream.go), served for a Member that is also a RangeStreamMember
+// and codes.Unimplemented otherwise. The KV service is described here, not
+// registered with etcd's generated code, which has no room for it; its
+// messages are package rangestream's.
+//
 // # Listeners
 //
 // Serve takes a plaintext listener and tells gRPC (HTTP/2) from the HTTP

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/authpb"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -219,4 +220,44 @@ func TestRangeStreamCompactedMidStream(t *testing.T) {
 		t.Logf("ErrCompacted after %d chunks", n)
 		return
 	}
+}
+
+// TestRangeStreamPermission: RangeStream makes Range's permission check:
+// a user reads the range it may read, in chunks equal to Range's answer,
+// and gets Range's refusal elsewhere; so does a caller without a user.
+func TestRangeStreamPermission(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, anonymousCapable(framework.ClusterConfig{}))
+	cli := c.NewClient(t)
+	ctx := testContext(t, testTimeout)
+	rangeStreamAbsent(ctx, t, c, cli)
+
+	for i := range 50 {
+		mustPut(ctx, t, cli, fmt.Sprintf("/mine/%02d", i), strings.Repeat("m", 1000))
+	}
+	mustPut(ctx, t, cli, "/theirs/a", "t")
+	enableAuthWithRoot(ctx, t, c, cli)
+	root := clientAs(t, c, c.Endpoints(), "root", authRootPassword)
+	addUserWithRole(ctx, t, root, "reader", perm(authpb.READ, "/mine/", "/mine0"))
+	reader := clientAs(t, c, c.Endpoints(), "reader", authUserPassword)
+
+	mine := &pb.RangeRequest{Key: []byte("/mine/"), RangeEnd: []byte("/mine0")}
+	want, err := pb.NewKVClient(reader.ActiveConnection()).Range(ctx, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rangestream.Get(ctx, reader.ActiveConnection(), mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRange(t, "own range", got, want)
+	_, err = rangestream.Get(ctx, reader.ActiveConnection(), &pb.RangeRequest{Key: []byte("/theirs/"), RangeEnd: []byte("/theirs0")})
+	requireRPCError(t, err, rpctypes.ErrGRPCPermissionDenied)
+	// A caller without a user gets what Range gives it.
+	_, rangeErr := pb.NewKVClient(cli.ActiveConnection()).Range(ctx, mine)
+	if rangeErr == nil {
+		t.Fatal("Range without a user succeeded under authentication")
+	}
+	_, err = rangestream.Get(ctx, cli.ActiveConnection(), mine)
+	requireRPCError(t, err, rangeErr)
 }

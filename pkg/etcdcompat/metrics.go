@@ -12,10 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/encoding/proto"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -222,38 +218,3 @@ func (m *clientMetrics) handler() http.Handler {
 	}
 	return promhttp.InstrumentMetricHandler(m.reg, h)
 }
-
-// serverOptions are the gRPC options that feed these metrics: the byte
-// counting codec and the grpc-ecosystem interceptors (first in the chain,
-// as in etcd, so that refused requests are counted too).
-func (m *clientMetrics) serverOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(m.serverCodec())}
-}
-
-// serverCodec is gRPC's proto codec, counting bytes.
-func (m *clientMetrics) serverCodec() encoding.CodecV2 {
-	return countingCodec{inner: encoding.GetCodecV2(proto.Name), m: m}
-}
-
-// countingCodec is gRPC's proto codec counting the bytes of every message
-// it encodes and decodes, as etcd's codec does for
-// etcd_network_client_grpc_{sent,received}_bytes_total.
-type countingCodec struct {
-	inner encoding.CodecV2
-	m     *clientMetrics
-}
-
-func (c countingCodec) Marshal(v any) (mem.BufferSlice, error) {
-	out, err := c.inner.Marshal(v)
-	if err == nil {
-		c.m.sentBytes.Add(float64(out.Len()))
-	}
-	return out, err
-}
-
-func (c countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	c.m.receivedBytes.Add(float64(data.Len()))
-	return c.inner.Unmarshal(data, v)
-}
-
-func (c countingCodec) Name() string { return c.inner.Name() }

@@ -165,20 +165,23 @@ const maxNoLeaderTimeouts = 3
 type leaderGuard struct {
 	srv     ClusterMember
 	metrics *clientMetrics // counts requests by client API version, as etcd's interceptors
+	// next is the unary check after these (authGuard's), called
+	// directly: each interceptor gRPC chains costs a closure per call.
+	next grpc.UnaryServerInterceptor
 }
 
-func (g leaderGuard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (g leaderGuard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if g.srv.IsLearner() && !supportedForLearner(req) {
 		return nil, rpctypes.ErrGRPCNotSupportedForLearner
 	}
-	// One copy of the metadata serves both checks (each
-	// FromIncomingContext copies it).
-	md, hasMD := metadata.FromIncomingContext(ctx)
-	if err := g.countRequest(md, hasMD, false); err != nil {
+	if err := g.countRequest(ctx, false); err != nil {
 		return nil, err
 	}
-	if requiresLeader(md) && g.srv.Leader() == 0 {
+	if requiresLeader(ctx) && g.srv.Leader() == 0 {
 		return nil, rpctypes.ErrGRPCNoLeader
+	}
+	if g.next != nil {
+		return g.next(ctx, req, info, handler)
 	}
 	return handler(ctx, req)
 }
@@ -187,11 +190,10 @@ func (g leaderGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if g.srv.IsLearner() && info.FullMethod != "/etcdserverpb.Maintenance/Snapshot" {
 		return rpctypes.ErrGRPCNotSupportedForLearner
 	}
-	md, hasMD := metadata.FromIncomingContext(ss.Context())
-	if err := g.countRequest(md, hasMD, true); err != nil {
+	if err := g.countRequest(ss.Context(), true); err != nil {
 		return err
 	}
-	if !requiresLeader(md) {
+	if !requiresLeader(ss.Context()) {
 		return handler(srv, ss)
 	}
 	if g.srv.Leader() == 0 {
@@ -204,12 +206,20 @@ func (g leaderGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 }
 
 // countRequest counts a request that carries gRPC metadata (every real
-// one does), as etcd's interceptors do.
-func (g leaderGuard) countRequest(md metadata.MD, hasMD, stream bool) error {
-	if g.metrics == nil || !hasMD {
+// one does), as etcd's interceptors do. It reads the one metadata key:
+// the whole metadata, copied by FromIncomingContext, only for a request
+// without it.
+func (g leaderGuard) countRequest(ctx context.Context, stream bool) error {
+	if g.metrics == nil {
 		return nil
 	}
-	return g.metrics.countRequest(md, stream)
+	ver := metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataClientAPIVersionKey)
+	if ver == nil {
+		if _, hasMD := metadata.FromIncomingContext(ctx); !hasMD {
+			return nil
+		}
+	}
+	return g.metrics.countRequest(ver, stream)
 }
 
 // watchLeader cancels ctx with ErrGRPCNoLeader once the member has had no
@@ -235,8 +245,10 @@ func (g leaderGuard) watchLeader(ctx *causeContext) {
 	}
 }
 
-func requiresLeader(md metadata.MD) bool {
-	vs := md[rpctypes.MetadataRequireLeaderKey]
+// requiresLeader reports whether the request carries the "hasleader"
+// metadata (clientv3.WithRequireLeader).
+func requiresLeader(ctx context.Context) bool {
+	vs := metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataRequireLeaderKey)
 	return len(vs) > 0 && vs[0] == rpctypes.MetadataHasLeader
 }
 

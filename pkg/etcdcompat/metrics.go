@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/metadata"
 )
 
 // clientMetrics are the client-facing collectors, under etcd 3.6's names:
@@ -159,12 +158,13 @@ func majorMinor(v string) string {
 }
 
 // countRequest counts a client request as etcd's interceptors do, by the
-// client-api-version metadata etcd's clients send ("unknown" without it).
-// It fails with etcd's error when the version is not valid UTF-8.
-func (m *clientMetrics) countRequest(md metadata.MD, stream bool) error {
+// values of the client-api-version metadata etcd's clients send
+// ("unknown" without it). It fails with etcd's error when the version is
+// not valid UTF-8.
+func (m *clientMetrics) countRequest(versions []string, stream bool) error {
 	ver := "unknown"
-	if vs := md.Get(rpctypes.MetadataClientAPIVersionKey); len(vs) > 0 {
-		ver = vs[0]
+	if len(versions) > 0 {
+		ver = versions[0]
 	}
 	if !utf8.ValidString(ver) {
 		return rpctypes.ErrGRPCInvalidClientAPIVersion

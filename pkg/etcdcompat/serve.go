@@ -294,12 +294,17 @@ func (s *ClientServer) ServeKind(l net.Listener, kind ListenerKind) error {
 	}
 	go func() { errc <- discard(rest) }()
 	go func() { errc <- m.Serve() }()
-	err := waitServing(errc, running, closeAll)
-	if errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
-		return nil
+	if err := waitServing(errc, running, closeAll); !isServingEnd(err) {
+		return err
 	}
-	return err
+	return nil
+}
+
+// isServingEnd reports whether err is how a server on a listener ends when
+// the listener closes: no failure.
+func isServingEnd(err error) bool {
+	return err == nil || errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, cmux.ErrServerClosed) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped)
 }
 
 // addCloser registers what closes one listener's servers for Stop and
@@ -319,13 +324,18 @@ func (s *ClientServer) addCloser(c func()) func() {
 
 // waitServing waits for the first of running goroutines serving one
 // listener to end, closes the listener's servers so that the others end
-// too, and returns once all have, with the first one's error: a Serve
-// leaves nothing running.
+// too, and returns once all have, with the first failure among their
+// errors (isServingEnd: the first error at all when none failed): a Serve
+// leaves nothing running. The order they end in says nothing: when Stop
+// closes the listener, the mux's matchers may report "mux: server closed"
+// before the mux reports the closed listener.
 func waitServing(errc <-chan error, running int, closeAll func()) error {
 	err := <-errc
 	closeAll()
 	for range running - 1 {
-		<-errc
+		if e := <-errc; isServingEnd(err) && !isServingEnd(e) {
+			err = e
+		}
 	}
 	return err
 }

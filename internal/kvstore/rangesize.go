@@ -23,6 +23,14 @@ import (
 // A range that sorts by value holds every value before sorting, and that
 // is what it is charged for.
 
+// deferAboveBytes is how much of a response's values a read keeps before
+// it knows the whole response fits: past it, the sizes of the rest are
+// counted first, and loaded only if within the bounds. A response over the
+// bound is so refused having held no more than this, not the bound itself
+// (2 GiB by default); one within it costs a second walk of its records
+// past this point.
+const deferAboveBytes = 64 << 20
+
 // ResponseOverheadBytes bounds the encoded size of a RangeResponse without
 // its key-values: a header of four varints, the count and the more flag.
 const ResponseOverheadBytes = 64
@@ -94,8 +102,22 @@ func (b *responseBudget) charge(n int) bool {
 	return !b.over()
 }
 
-// count charges a key-value that is not kept.
+// count charges a key-value that is not kept (yet).
 func (b *responseBudget) count(n int) { b.sent += fieldBytes(n) }
+
+// hold charges the memory of a key-value whose size count already
+// charged, and reports whether the response is within the memory bound.
+func (b *responseBudget) hold(n int) bool {
+	if b == nil {
+		return true
+	}
+	b.held += int64(n) + heldOverheadBytes
+	return !b.overMemory()
+}
+
+// pastDeferral reports whether the values kept so far pass
+// deferAboveBytes: the rest is to be counted before it is loaded.
+func (b *responseBudget) pastDeferral() bool { return b != nil && b.sent > deferAboveBytes }
 
 // over reports whether a bound is passed.
 func (b *responseBudget) over() bool {

@@ -74,11 +74,16 @@ func (r *kvReader) rangeKeys(key, end []byte, curRev int64, ro rangeOptions) (ra
 	}
 	c := rangeCollector{r: r, ro: ro, rev: rev, mem: arena{expect: expectedKeys(end, ro.limit)}}
 	r.index.visit(key, end, c.visit)
+	if c.err == nil && r.budget.over() {
+		c.err = r.budget.err()
+	}
+	if c.err == nil && c.deferredFrom != nil {
+		// The values past the first deferAboveBytes were only counted:
+		// the response fits, so load them now.
+		r.index.visit(c.deferredFrom, end, c.load)
+	}
 	if c.err != nil {
 		return rangeResult{}, c.err
-	}
-	if r.budget.over() {
-		return rangeResult{}, r.budget.err()
 	}
 	return rangeResult{kvs: c.kvs, revs: c.revs, count: c.total, rev: curRev, bytes: c.bytes, stopped: c.stopped, last: c.last}, nil
 }
@@ -96,7 +101,11 @@ func expectedKeys(end []byte, limit int64) int {
 }
 
 // rangeCollector gathers the key-values of one range as the key index is
-// walked in key order.
+// walked in key order. Once the values it charged pass deferAboveBytes it
+// keeps no more of them and only counts their sizes (deferredFrom is
+// the first key not kept): a response over the bound is then refused
+// having held no more than that, and one within it is loaded by a second
+// walk from deferredFrom (load).
 type rangeCollector struct {
 	r      *kvReader
 	ro     rangeOptions
@@ -105,8 +114,11 @@ type rangeCollector struct {
 	keyBuf [revKeyLen]byte
 	kvs    []mvccpb.KeyValue
 	revs   []revision
-	total  int   // keys alive at rev
-	err    error // a read failed: stop
+	total  int // keys alive at rev
+	found  int // of them, those the response carries (kept or counted)
+	// deferredFrom is the key from which values are counted, not kept.
+	deferredFrom []byte
+	err          error // a read failed: stop
 	// With rangeOptions.chunk: the encoded size of kvs, whether the walk
 	// stopped at a live key because the chunk was full, the last key.
 	bytes   int
@@ -144,23 +156,30 @@ func (c *rangeCollector) visit(ki *keyIndex) bool {
 			return true
 		}
 	}
-	if c.ro.limit > 0 && len(c.kvs) >= int(c.ro.limit) {
+	if c.ro.limit > 0 && c.found >= int(c.ro.limit) {
 		return true // past the limit only the count goes on
 	}
-	charged := c.ro.charge < 0 || len(c.kvs) < c.ro.charge
-	if c.r.budget.over() {
-		// Over the bound: nothing more is kept; the rest of what the
-		// response would carry is counted for the error's size.
-		// A response over the memory bound is refused at once.
-		if !charged || c.r.budget.overMemory() {
-			return false
+	c.found++
+	charged := c.ro.charge < 0 || c.found <= c.ro.charge
+	budget := c.r.budget
+	if budget.overMemory() {
+		return false // refused at once
+	}
+	if budget.over() || c.deferredFrom != nil || (charged && !c.ro.meta && !c.ro.chunk && budget.pastDeferral()) {
+		// Over the bound, or past what is kept before knowing the
+		// response fits: the rest of what it would carry is counted.
+		if c.deferredFrom == nil && !budget.over() {
+			c.deferredFrom = ki.key
+		}
+		if !charged {
+			return !budget.over() // uncharged and not kept: the limit's extra key
 		}
 		n, err := c.r.recordSize(rv, c.keyBuf[:0])
 		if err != nil {
 			c.err = err
 			return false
 		}
-		c.r.budget.count(n)
+		budget.count(n)
 		return true
 	}
 	var kv mvccpb.KeyValue
@@ -175,14 +194,40 @@ func (c *rangeCollector) visit(ki *keyIndex) bool {
 		c.err = err
 		return false
 	}
-	if charged && !c.r.budget.charge(n) {
-		return !c.r.budget.overMemory() // kv is not kept
+	if charged && !budget.charge(n) {
+		return !budget.overMemory() // kv is not kept
 	}
 	c.kvs = append(c.kvs, kv)
 	c.bytes += n
 	if c.ro.meta {
 		c.revs = append(c.revs, rv)
 	}
+	return true
+}
+
+// load is the second walk of a deferred range: it loads the key-values
+// the first walk counted, from deferredFrom on, holding them against the
+// memory bound (their sizes are already counted).
+func (c *rangeCollector) load(ki *keyIndex) bool {
+	rv, ok := ki.get(c.rev)
+	if !ok {
+		return true
+	}
+	if len(c.kvs) >= c.found {
+		return false
+	}
+	var kv mvccpb.KeyValue
+	n, err := c.r.fetch(rv, &kv, c.keyBuf[:0], &c.mem)
+	if err != nil {
+		c.err = err
+		return false
+	}
+	charged := c.ro.charge < 0 || len(c.kvs) < c.ro.charge
+	if charged && !c.r.budget.hold(n) {
+		c.err = c.r.budget.err()
+		return false
+	}
+	c.kvs = append(c.kvs, kv)
 	return true
 }
 
@@ -260,21 +305,15 @@ func (r *kvReader) recordSize(rev revision, keyBuf []byte) (int, error) {
 
 // loadValues fills in the values of kvs, found with rangeOptions.meta at
 // revs, charging them against the budget: the second half of a filtered
-// or sorted range, which loads only the values it sends.
+// or sorted range, which loads only the values it sends. Past
+// deferAboveBytes it counts the sizes of the rest before loading them.
 func (r *kvReader) loadValues(kvs []mvccpb.KeyValue, revs []revision) error {
 	var keyBuf [revKeyLen]byte
 	mem := arena{expect: len(kvs)}
-	for i := range kvs {
-		if r.budget.over() {
-			if r.budget.overMemory() {
-				break
-			}
-			n, err := r.recordSize(revs[i], keyBuf[:0])
-			if err != nil {
-				return err
-			}
-			r.budget.count(n)
-			continue
+	i := 0
+	for ; i < len(kvs) && !r.budget.over(); i++ {
+		if r.budget.pastDeferral() {
+			break
 		}
 		n, err := r.fetch(revs[i], &kvs[i], keyBuf[:0], &mem)
 		if err != nil {
@@ -282,8 +321,28 @@ func (r *kvReader) loadValues(kvs []mvccpb.KeyValue, revs []revision) error {
 		}
 		r.budget.charge(n)
 	}
+	if r.budget.overMemory() {
+		return r.budget.err()
+	}
+	rest := i
+	for ; i < len(kvs); i++ {
+		n, err := r.recordSize(revs[i], keyBuf[:0])
+		if err != nil {
+			return err
+		}
+		r.budget.count(n)
+	}
 	if r.budget.over() {
 		return r.budget.err()
+	}
+	for i = rest; i < len(kvs); i++ {
+		n, err := r.fetch(revs[i], &kvs[i], keyBuf[:0], &mem)
+		if err != nil {
+			return err
+		}
+		if !r.budget.hold(n) {
+			return r.budget.err()
+		}
 	}
 	return nil
 }

@@ -129,6 +129,51 @@ func testResponseBounds(t *testing.T, newBackend func(t *testing.T) kvstore.Back
 			t.Fatalf("5 values within a bound of 10: %v", err)
 		}
 	})
+	t.Run("LargeResponsesCountedBeforeLoaded", func(t *testing.T) {
+		// Past 64 MiB of values a read counts the rest before loading it:
+		// the same answers, in two walks.
+		const big, bigSize = 70, 1 << 20
+		fillBig := func(s *kvstore.Store) {
+			t.Helper()
+			for i := range big {
+				if _, err := Exec(s, put(fmt.Sprintf("b%02d", i), strings.Repeat("v", bigSize))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		freeBig := open(t, newBackend(t), kvstore.Options{})
+		fillBig(freeBig)
+		want, err := freeBig.Range(span("b", "c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := kvsBytes(want)
+		fits := open(t, newBackend(t), kvstore.Options{MaxResponseBytes: size + 10})
+		fillBig(fits)
+		sorted := &pb.RangeRequest{Key: []byte("b"), RangeEnd: []byte("c"), SortOrder: pb.RangeRequest_DESCEND}
+		wantSorted, err := freeBig.Range(sorted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			req  *pb.RangeRequest
+			want *pb.RangeResponse
+		}{{span("b", "c"), want}, {sorted, wantSorted}} {
+			got, err := fits.Range(tc.req)
+			if err != nil {
+				t.Fatalf("%v within the bound: %v", tc.req, err)
+			}
+			if same, diff := SameResponse(got, tc.want); !same {
+				t.Fatal(diff)
+			}
+		}
+		over := open(t, newBackend(t), kvstore.Options{MaxResponseBytes: size - 10})
+		fillBig(over)
+		_, err = over.Range(span("b", "c"))
+		tooLarge(t, err, size, size-10, false)
+		_, err = over.Range(sorted)
+		tooLarge(t, err, size, size-10, false)
+	})
 	t.Run("WriteTxnRangesAreNotBounded", func(t *testing.T) {
 		// Apply must not depend on anything but the log.
 		resp, err := Exec(bounded, txn(nil, ops(opRange(span("k", "l")), opPut(put("x", "1"))), nil))

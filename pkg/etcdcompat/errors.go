@@ -31,7 +31,7 @@ var grpcErrors = map[error]error{
 	membererr.ErrTimeout:         rpctypes.ErrGRPCTimeout,
 	membererr.ErrNoLeader:        rpctypes.ErrGRPCNoLeader,
 	membererr.ErrRequestTooLarge: rpctypes.ErrGRPCRequestTooLarge,
-	membererr.ErrTooManyRequests: rpctypes.ErrTooManyRequests,
+	membererr.ErrTooManyRequests: rpctypes.ErrGRPCRequestTooManyRequests,
 	membererr.ErrLeaderChanged:   rpctypes.ErrGRPCLeaderChanged,
 	membererr.ErrNoSpace:         rpctypes.ErrGRPCNoSpace,
 	membererr.ErrCorrupt:         rpctypes.ErrGRPCCorrupt,

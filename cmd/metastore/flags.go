@@ -122,7 +122,7 @@ func (o *options) registerMember(fs *pflag.FlagSet) {
 
 	gc := gcheadroom.DefaultConfig()
 	fs.IntVar(&o.gcHeadroomPercent, "gc-headroom-percent", gc.Percent, "Go garbage collector: heap headroom above the live heap, in percent of it (like GOGC), once that exceeds --gc-min-headroom-bytes. Ignored when the GOGC environment variable is set.")
-	fs.Uint64Var(&o.gcMinHeadroomBytes, "gc-min-headroom-bytes", gc.MinHeadroom, "Go garbage collector: least heap headroom above the live heap, in bytes. Ignored when the GOGC environment variable is set.")
+	fs.Uint64Var(&o.gcMinHeadroomBytes, "gc-min-headroom-bytes", gc.MinHeadroom, "Go garbage collector: least heap headroom above the live heap, in bytes, but never more than the live heap (GOGC=100). Ignored when the GOGC environment variable is set.")
 
 	def := rocksdb.DefaultOptions()
 	fs.Int64Var(&o.rocksdb.blockCacheBytes, "rocksdb-block-cache-bytes", def.BlockCacheSize, "RocksDB engine: LRU block cache size in bytes (bounds read memory).")

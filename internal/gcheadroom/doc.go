@@ -2,7 +2,7 @@
 // server whose heap is mostly one long-lived structure (MetaStore's key
 // index): it keeps the heap goal at
 //
-//	live + max(MinHeadroom, live × Percent / 100)
+//	live + max(min(MinHeadroom, live), live × Percent / 100)
 //
 // by re-setting the collector's target percentage (what GOGC sets) as the
 // live heap changes.
@@ -25,17 +25,22 @@
 // heaps (Percent, default 50: Prometheus made the same change of its
 // default GOGC, from 100 to 50, in 2.53, for the same heap shape, its
 // in-memory TSDB head, and found the CPU cost small), and a floor in bytes
-// (MinHeadroom, default 64 MiB) so that a small store does not collect
-// after every few requests. Below 64 MiB of live heap the floor gives more
-// headroom than GOGC=100 (less collector CPU than Go's default, for a few
-// tens of MiB), from 64 to 128 MiB it gives 64 MiB, and above 128 MiB
-// half the live heap: half of GOGC=100's excess memory, for twice its
-// collector CPU per allocated byte.
+// (MinHeadroom, default 64 MiB) so that a store of a few hundred MiB does
+// not collect twice as often as Go's default would. The floor is never
+// more than the live heap itself (GOGC=100, etcd's setting): the headroom
+// is sized from the live heap, so a small member's resident memory stays
+// near etcd's instead of carrying a fixed 64 MiB of garbage. Below 64 MiB
+// of live heap that is GOGC=100, from 64 to 128 MiB 64 MiB, and above
+// 128 MiB half the live heap: half of GOGC=100's excess memory, for twice
+// its collector CPU per allocated byte.
 //
-// For example, with the defaults: 20 MiB live -> goal 84 MiB (target
-// 320%); 100 MiB -> 164 MiB (64%); 400 MiB -> 600 MiB (50%). The target is
-// capped at MaxPercent (1000), so a nearly empty server's goal stays a
-// small multiple of its live heap.
+// For example, with the defaults: 20 MiB live -> goal 40 MiB (target
+// 100%); 100 MiB -> 164 MiB (64%); 400 MiB -> 600 MiB (50%).
+//
+// Under a memory limit (GOMEMLIMIT) the runtime collects at whichever of
+// the two goals comes first, so the headroom shrinks as the heap nears
+// the limit; the member's other bounds (internal/memlimit) are shares of
+// the same limit.
 //
 // # How
 //
@@ -49,6 +54,6 @@
 //
 // An operator's choice wins: when the GOGC environment variable is set,
 // Run leaves the collector alone. GOMEMLIMIT (or debug.SetMemoryLimit)
-// needs nothing from here: the runtime collects at whichever of the two
-// goals comes first, so a memory limit keeps working as a ceiling.
+// needs nothing from here (see above): a memory limit keeps working as a
+// ceiling.
 package gcheadroom

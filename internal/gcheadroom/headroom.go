@@ -17,9 +17,9 @@ const (
 	DefaultPercent = 50
 	// DefaultMinHeadroom is the least headroom, in bytes.
 	DefaultMinHeadroom = 64 << 20
-	// MaxPercent caps the target the floor alone can ask for, so that a
-	// nearly empty heap cannot grow to many times its live size.
-	MaxPercent = 1000
+	// MaxPercent caps the target the floor alone can ask for: GOGC=100,
+	// so that the floor is never more than the live heap.
+	MaxPercent = 100
 
 	// liveHeapMetric is the heap the last GC cycle marked live.
 	liveHeapMetric = "/gc/heap/live:bytes"

@@ -26,8 +26,8 @@ func TestTargetPercent(t *testing.T) {
 		want        int
 	}{
 		{live: 0, percent: 50, minHeadroom: 64 * mib, want: MaxPercent},
-		{live: 1 * mib, percent: 50, minHeadroom: 64 * mib, want: MaxPercent}, // 6400% capped
-		{live: 20 * mib, percent: 50, minHeadroom: 64 * mib, want: 320},
+		{live: 1 * mib, percent: 50, minHeadroom: 64 * mib, want: MaxPercent}, // 6400%, capped at the live heap
+		{live: 20 * mib, percent: 50, minHeadroom: 64 * mib, want: 100},
 		{live: 64 * mib, percent: 50, minHeadroom: 64 * mib, want: 100},
 		{live: 100 * mib, percent: 50, minHeadroom: 64 * mib, want: 64},
 		{live: 128 * mib, percent: 50, minHeadroom: 64 * mib, want: 50},
@@ -74,14 +74,14 @@ func (f *fakeRuntime) tuner() *tuner {
 func TestTunerFollowsLiveHeap(t *testing.T) {
 	f := newFakeRuntime()
 	tu := f.tuner()
-	f.live.Store(20 * mib)
-	if before := tu.adjustLocked(); before != 100 || f.percent.Load() != 320 {
-		t.Fatalf("first adjust: before %d, target %d; want 100, 320", before, f.percent.Load())
+	f.live.Store(80 * mib)
+	if before := tu.adjustLocked(); before != 100 || f.percent.Load() != 80 {
+		t.Fatalf("first adjust: before %d, target %d; want 100, 80", before, f.percent.Load())
 	}
-	// Within a twentieth of 320: left alone.
-	f.live.Store(21 * mib) // 304%
+	// Within a twentieth of 80: left alone.
+	f.live.Store(82 * mib) // 78%
 	tu.adjustLocked()
-	if p := f.percent.Load(); p != 320 {
+	if p := f.percent.Load(); p != 80 {
 		t.Fatalf("small change re-set the target to %d", p)
 	}
 	f.live.Store(400 * mib)
@@ -91,8 +91,8 @@ func TestTunerFollowsLiveHeap(t *testing.T) {
 	}
 	f.live.Store(10 * mib)
 	tu.adjustLocked()
-	if p := f.percent.Load(); p != 640 {
-		t.Fatalf("heap shrank: target %d, want 640", p)
+	if p := f.percent.Load(); p != 100 {
+		t.Fatalf("heap shrank: target %d, want 100 (the floor capped at the live heap)", p)
 	}
 }
 
@@ -101,15 +101,15 @@ func TestTunerFollowsLiveHeap(t *testing.T) {
 func TestTunerAdjustsAfterEachGC(t *testing.T) {
 	f := newFakeRuntime()
 	tu := f.tuner()
-	f.live.Store(20 * mib)
-	if previous, target := tu.start(); previous != 100 || target != 320 {
-		t.Fatalf("start: previous %d, target %d; want 100, 320", previous, target)
+	f.live.Store(80 * mib)
+	if previous, target := tu.start(); previous != 100 || target != 80 {
+		t.Fatalf("start: previous %d, target %d; want 100, 80", previous, target)
 	}
 	<-f.sets
 	for _, tt := range []struct {
 		live uint64
 		want int
-	}{{400 * mib, 50}, {10 * mib, 640}} {
+	}{{400 * mib, 50}, {10 * mib, 100}} {
 		f.live.Store(tt.live)
 		var got int
 		testutil.WaitFor(t, 10*time.Second, "an adjustment after a GC cycle", func() bool {

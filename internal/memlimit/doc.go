@@ -17,7 +17,13 @@
 // hold at most L/4 while it is built (Budget.Response): building it,
 // gRPC's encoding of it and its copy in the transport's buffers come to
 // about three times its size at the peak, so even that fits inside L
-// together with the store.
+// together with the store. The raft log entries a member keeps in memory
+// get L/8 (Budget.RaftLog; 256 MiB without a limit): a snapshot is taken
+// once the entries since the last one hold half of it (and, for the memory
+// engine, a quarter of its last image), at most half of it stays behind a
+// snapshot for followers that lag (one further behind is sent the
+// snapshot), and while snapshots cannot keep up the member refuses new
+// writes with etcd's "too many requests" (see raftnode's logbudget.go).
 //
 // What is left is the store itself (the key index, the memory engine's
 // values or RocksDB's caches), the watchers' queues (bounded by their own

@@ -32,3 +32,16 @@ func (b Budget) Response() int64 {
 	}
 	return b.Limit / 4
 }
+
+// DefaultRaftLog is the raft log's byte budget without a limit.
+const DefaultRaftLog = 256 << 20
+
+// RaftLog is the byte budget of the raft log entries kept in memory (see
+// raftnode's MaxLogBytes): an eighth of the limit, DefaultRaftLog without
+// a limit.
+func (b Budget) RaftLog() int64 {
+	if !b.Limited() {
+		return DefaultRaftLog
+	}
+	return max(b.Limit/8, 1<<20)
+}

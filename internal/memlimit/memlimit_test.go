@@ -7,11 +7,11 @@ import (
 )
 
 func TestShares(t *testing.T) {
-	if b := (Budget{}); b.Limited() || b.Response() != 0 {
+	if b := (Budget{}); b.Limited() || b.Response() != 0 || b.RaftLog() != DefaultRaftLog {
 		t.Fatalf("no limit: %+v gives response %d", b, b.Response())
 	}
 	b := Budget{Limit: 8 << 30}
-	if !b.Limited() || b.Response() != 2<<30 {
+	if !b.Limited() || b.Response() != 2<<30 || b.RaftLog() != 1<<30 {
 		t.Fatalf("8 GiB: response %d", b.Response())
 	}
 }

@@ -127,9 +127,8 @@ func (n *Node) deliver(ents []raftpb.Entry) error {
 	}
 	last := ents[len(ents)-1]
 	st.applied, st.appliedTerm = last.Index, last.Term
-	for i := range ents {
-		st.loggedBytes += uint64(len(ents[i].Data))
-	}
+	st.loggedBytes += entriesBytes(ents)
+	n.unsnapshottedBytes.Store(st.loggedBytes)
 	return nil
 }
 
@@ -196,6 +195,7 @@ func (n *Node) applySnapshot(meta raftpb.SnapshotMetadata) error {
 	st.confState = meta.ConfState
 	st.snapshotIndex, st.snapshotConf, st.snapshotFull = meta.Index, meta.ConfState, true
 	st.loggedBytes = 0
+	n.unsnapshottedBytes.Store(0)
 	n.publishConfState(meta.ConfState)
 	return nil
 }

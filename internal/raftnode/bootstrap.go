@@ -255,14 +255,14 @@ func (n *Node) catchUpStateMachine(snap raftpb.SnapshotMetadata, inEngine bool, 
 // state and the entries, and returns the term of the applied index.
 func (n *Node) loadStorage(snap raftpb.SnapshotMetadata, hs raftpb.HardState, ents []raftpb.Entry, applied uint64) (uint64, error) {
 	if snap.Index > 0 {
-		if err := n.storage.ApplySnapshot(raftpb.Snapshot{Metadata: snap}); err != nil {
+		if err := n.applySnapshotToLog(raftpb.Snapshot{Metadata: snap}); err != nil {
 			return 0, fmt.Errorf("raftnode: load snapshot %d into raft storage: %w", snap.Index, err)
 		}
 	}
 	if err := n.storage.SetHardState(hs); err != nil {
 		return 0, fmt.Errorf("raftnode: load hard state: %w", err)
 	}
-	if err := n.storage.Append(ents); err != nil {
+	if err := n.appendToLog(ents); err != nil {
 		return 0, fmt.Errorf("raftnode: load %d WAL entries: %w", len(ents), err)
 	}
 	appliedTerm, err := n.storage.Term(applied)

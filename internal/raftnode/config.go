@@ -140,6 +140,12 @@ type Config struct {
 	// SnapshotCatchUpEntries how many entries before the snapshot stay in
 	// the in-memory log for slow followers. Defaults 10000 and 5000.
 	SnapshotCount, SnapshotCatchUpEntries uint64
+	// MaxLogBytes is the byte budget of the in-memory log: a snapshot is
+	// due once the entries since the last one hold half of it, at most
+	// half of it stays behind a snapshot for followers, and Overloaded
+	// reports entries since the last snapshot holding twice it
+	// (logbudget.go). Default 256 MiB.
+	MaxLogBytes uint64
 	// DisablePreVote turns off raft's pre-vote (etcd's --pre-vote=false).
 	DisablePreVote bool
 	// DisableElectionTickAdvance makes a lone voter wait a full election
@@ -192,6 +198,7 @@ const (
 	defaultHeartbeatTicks            = 1
 	defaultSnapshotCount             = 10000
 	defaultSnapshotCatchUpEntries    = 5000
+	defaultMaxLogBytes               = 256 << 20
 	defaultMaxSizePerMsg             = 1 << 20
 	defaultMaxInflightMsgs           = 512
 	defaultMaxUncommittedEntriesSize = 1 << 30
@@ -222,6 +229,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SnapshotCatchUpEntries == 0 {
 		c.SnapshotCatchUpEntries = defaultSnapshotCatchUpEntries
+	}
+	if c.MaxLogBytes == 0 {
+		c.MaxLogBytes = defaultMaxLogBytes
 	}
 	if c.MaxSizePerMsg == 0 {
 		c.MaxSizePerMsg = defaultMaxSizePerMsg

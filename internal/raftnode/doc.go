@@ -41,7 +41,11 @@
 //     snapshot. One at a time. A full image also waits until the entries
 //     applied since the last one hold a quarter of that image's size, so
 //     a large in-memory store is not rewritten every few seconds under
-//     load (maybeSnapshot).
+//     load (maybeSnapshot). The log is bounded in bytes too
+//     (Config.MaxLogBytes, logbudget.go): entries holding half the budget
+//     are due a snapshot whatever their count, at most half of it stays
+//     behind a snapshot for followers, and Overloaded tells the server to
+//     refuse proposals while snapshots cannot keep up.
 //
 // # Conf changes
 //

@@ -67,6 +67,13 @@ type Node struct {
 	// (maybeSnapshot spaces such snapshots by it).
 	fullImageBytes atomic.Uint64
 	snapshotWG     sync.WaitGroup
+	// logMu serialises the changes to storage's entries (the raft loop
+	// appends, the snapshot goroutine compacts) with the count of their
+	// bytes, logBytes (logbudget.go). unsnapshottedBytes mirrors the
+	// apply loop's loggedBytes for Overloaded.
+	logMu              sync.Mutex
+	logBytes           atomic.Int64
+	unsnapshottedBytes atomic.Uint64
 	// fullSnapshotIndex is the index of the newest snapshot whose file
 	// holds a full image (not the in-place marker); raftStorage hands raft
 	// only that one. fullSnapshotWanted carries raft's request for one to

@@ -142,7 +142,7 @@ func (n *Node) persist(rd raft.Ready) error {
 			return fmt.Errorf("raftnode: persist Ready with snapshot %d: %w", meta.Index, err)
 		}
 		n.noteFullSnapshot(meta.Index)
-		if err := n.storage.ApplySnapshot(rd.Snapshot); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		if err := n.applySnapshotToLog(rd.Snapshot); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 			return fmt.Errorf("raftnode: apply snapshot %d to raft storage: %w", meta.Index, err)
 		}
 		if err := n.wal.ReleaseTo(meta.Index); err != nil {
@@ -150,7 +150,7 @@ func (n *Node) persist(rd raft.Ready) error {
 		}
 		n.logger.Info("installed snapshot from leader", "index", meta.Index, "term", meta.Term)
 	}
-	if err := n.storage.Append(rd.Entries); err != nil {
+	if err := n.appendToLog(rd.Entries); err != nil {
 		return fmt.Errorf("raftnode: append %d entries to raft storage: %w", len(rd.Entries), err)
 	}
 	return nil

@@ -173,7 +173,10 @@ func (n *Node) maybeSnapshot() error {
 	// memory and replayed on restart stays below a fraction of the
 	// image. A small store's image is small, so it still snapshots at
 	// every SnapshotCount entries.
-	due := st.applied-st.snapshotIndex > n.cfg.SnapshotCount &&
+	// Entries holding MaxLogBytes/2 are due a snapshot whatever their
+	// count, so that the in-memory log stays within its byte budget
+	// (logbudget.go).
+	due := (st.applied-st.snapshotIndex > n.cfg.SnapshotCount || st.loggedBytes >= n.cfg.MaxLogBytes/2) &&
 		st.loggedBytes*fullImageLogFraction >= n.fullImageBytes.Load()
 	if st.processed < st.applied || st.applied == 0 || !(due || st.wantFull) || n.snapshotting.Load() {
 		// (processed < applied: raft is still redelivering entries the
@@ -192,6 +195,7 @@ func (n *Node) maybeSnapshot() error {
 	st.snapshotIndex, st.snapshotConf = st.applied, st.confState
 	st.snapshotFull = !inEngine
 	st.loggedBytes = 0
+	n.unsnapshottedBytes.Store(0)
 	st.wantFull = false
 	n.snapshotting.Store(true)
 	n.snapshotWG.Add(1)
@@ -254,11 +258,16 @@ func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image, persiste
 		n.fail(fmt.Errorf("raftnode: create raft snapshot %d: %w", meta.Index, err))
 		return
 	}
-	// Keep SnapshotCatchUpEntries entries before the snapshot so that a
-	// follower slightly behind catches up from the log, not a snapshot.
-	if meta.Index > n.cfg.SnapshotCatchUpEntries {
-		compactTo := meta.Index - n.cfg.SnapshotCatchUpEntries
-		if err := n.storage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+	// Keep SnapshotCatchUpEntries entries, holding at most MaxLogBytes/2,
+	// before the snapshot so that a follower slightly behind catches up
+	// from the log, not a snapshot (logbudget.go).
+	compactTo, err := n.catchUpCompactIndex(meta.Index)
+	if err != nil {
+		n.fail(fmt.Errorf("raftnode: compact raft log behind snapshot %d: %w", meta.Index, err))
+		return
+	}
+	if compactTo > 0 {
+		if err := n.compactLog(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
 			n.fail(fmt.Errorf("raftnode: compact raft log to %d: %w", compactTo, err))
 			return
 		}

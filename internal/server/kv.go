@@ -149,7 +149,10 @@ func (s *Server) LinearizableRead(callerCtx context.Context) error {
 // propose sends one request through Raft and waits for its applied result.
 func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error) {
 	st := s.node.Status()
-	if st.CommitIndex > st.AppliedIndex+maxApplyLag {
+	// The second test bounds the log in bytes where etcd counts entries:
+	// snapshots that cannot keep up with large writes would otherwise
+	// let the in-memory log grow without bound.
+	if st.CommitIndex > st.AppliedIndex+maxApplyLag || s.node.Overloaded() {
 		return applyResult{}, ErrTooManyRequests
 	}
 	id := s.reqIDs.Next()

@@ -128,7 +128,8 @@ type Config struct {
 
 	// Memory divides the process's memory limit (GOMEMLIMIT) among what
 	// the member holds for clients: a read whose response would take
-	// more than Memory.Response() is refused (see internal/memlimit).
+	// more than Memory.Response() is refused, the in-memory raft log is
+	// held to Memory.RaftLog() (see internal/memlimit).
 	// The zero Budget bounds nothing beyond etcd's own limits.
 	Memory memlimit.Budget
 }
@@ -400,6 +401,7 @@ func (s *Server) startRaft() error {
 		HeartbeatTicks:             1,
 		SnapshotCount:              cfg.SnapshotCount,
 		SnapshotCatchUpEntries:     snapshotCatchUpEntries(cfg.SnapshotCount, cfg.SnapshotCatchUpEntries),
+		MaxLogBytes:                uint64(cfg.Memory.RaftLog()),
 		DisablePreVote:             cfg.DisablePreVote,
 		DisableElectionTickAdvance: cfg.DisableElectionTickAdvance,
 		MaxSizePerMsg:              1 << 20,

@@ -1,0 +1,196 @@
+package raftnode
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"go.etcd.io/raft/v3"
+)
+
+// storedLogBytes sums the entries in n's in-memory log, for checking
+// the running count against.
+func storedLogBytes(t *testing.T, n *Node) uint64 {
+	t.Helper()
+	n.logMu.Lock()
+	defer n.logMu.Unlock()
+	first, _ := n.storage.FirstIndex()
+	last, _ := n.storage.LastIndex()
+	if last < first {
+		return 0
+	}
+	ents, err := n.storage.Entries(first, last+1, math.MaxUint64)
+	if err != nil {
+		t.Fatalf("entries %d-%d: %v", first, last, err)
+	}
+	return entriesBytes(ents)
+}
+
+// storedLogBytesTo sums the entries of n's in-memory log up to index.
+func storedLogBytesTo(t *testing.T, n *Node, index uint64) uint64 {
+	t.Helper()
+	n.logMu.Lock()
+	defer n.logMu.Unlock()
+	first, _ := n.storage.FirstIndex()
+	if index < first {
+		return 0
+	}
+	b, err := n.logBytesIn(first, index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// bigPayloads returns n payloads of size bytes, each distinct.
+func bigPayloads(prefix string, n, size int) []string {
+	out := make([]string, n)
+	for i := range out {
+		head := fmt.Sprintf("%s-%05d-", prefix, i)
+		out[i] = head + strings.Repeat("x", size-len(head))
+	}
+	return out
+}
+
+// TestLogBytesStayWithinBudget proposes entries far larger than the
+// default snapshot count allows for: the log in memory is snapshotted and
+// compacted by bytes, its running count is exact, and a restart brings
+// back everything.
+func TestLogBytesStayWithinBudget(t *testing.T) {
+	for _, kind := range []string{"full images", "in place"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := testConfig(t, dir)
+			cfg.MaxLogBytes = 64 << 10
+			var sm StateMachine
+			fake := newFakeSM()
+			sm = fake
+			if kind == "in place" {
+				p := newPersistentSM()
+				sm, fake = p, p.fakeSM
+			}
+			n := mustStart(t, cfg, sm)
+			waitLeader(t, n)
+			const entries, size = 120, 4 << 10 // 480 KiB in all
+			for i, p := range bigPayloads("b", entries, size) {
+				proposeAll(t, n, []string{p})
+				fake.waitPayloads(t, i+1)
+			}
+			waitFor(t, "the snapshot in flight to finish", func() bool { return !n.snapshotting.Load() })
+			if got, want := n.LogBytes(), storedLogBytes(t, n); got != want {
+				t.Fatalf("running count %d bytes, the log holds %d", got, want)
+			}
+			// Behind the newest snapshot at most MaxLogBytes/2 stay.
+			snap, err := n.storage.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := storedLogBytesTo(t, n, snap.Metadata.Index); kept > cfg.MaxLogBytes/2 {
+				t.Fatalf("%d bytes kept behind the snapshot at %d, over %d", kept, snap.Metadata.Index, cfg.MaxLogBytes/2)
+			}
+			first, _ := n.storage.FirstIndex()
+			if first < entries/2 {
+				t.Fatalf("the log still starts at %d after %d entries of %d bytes", first, entries, size)
+			}
+			fake.check(t)
+			n.Stop()
+
+			fresh := newFakeSM()
+			var sm2 StateMachine = fresh
+			if kind == "in place" {
+				sm2, fresh = sm, fake // the engine keeps what it persisted
+			}
+			n2 := mustStart(t, cfg, sm2)
+			waitLeader(t, n2)
+			proposeAll(t, n2, []string{"tail"})
+			fresh.waitUntil(t, "the tail applied", func(st *fakeState) bool {
+				return len(st.Payloads) > 0 && st.Payloads[len(st.Payloads)-1] == "tail"
+			})
+			if got, want := n2.LogBytes(), storedLogBytes(t, n2); got != want {
+				t.Fatalf("after restart: running count %d bytes, the log holds %d", got, want)
+			}
+		})
+	}
+}
+
+// TestLaggingFollowerBeyondLogBudgetGetsSnapshot: the leader keeps only
+// MaxLogBytes/2 of entries for followers, so one that missed more is sent
+// a snapshot, however few entries that is.
+func TestLaggingFollowerBeyondLogBudgetGetsSnapshot(t *testing.T) {
+	ids := []uint64{1, 2, 3}
+	net := newMemNetwork(t, ids...)
+	nodes := map[uint64]*Node{}
+	sms := map[uint64]*fakeSM{}
+	peers := []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}
+	for _, id := range ids {
+		cfg := testConfig(t, t.TempDir())
+		cfg.ID = id
+		cfg.Peers = peers
+		cfg.Transport = net.transport(id)
+		cfg.Logger = cfg.Logger.With("test_member", id)
+		cfg.ElectionTicks = 50 // see startCluster
+		cfg.MaxLogBytes = 64 << 10
+		sms[id] = newFakeSM()
+		nodes[id] = mustStart(t, cfg, sms[id])
+		net.attach(nodes[id])
+	}
+	c := &testCluster{net: net, nodes: nodes}
+	lead := c.agreedLeader(t)
+	lagging := c.follower(lead)
+	net.isolate(lagging, true)
+
+	const entries = 60 // 60 × 4 KiB: far fewer than the 5,000 catch-up entries
+	proposeAll(t, nodes[lead], bigPayloads("p", entries, 4<<10))
+	sms[lead].waitPayloads(t, entries)
+	laggingNext := sms[lagging].AppliedIndex() + 1
+	// A snapshot is considered after each applied batch; one due while
+	// another was being written waits for the next batch: a few small
+	// entries bring it.
+	ticks := 0
+	waitFor(t, "leader to compact past the lagging member", func() bool {
+		first, err := nodes[lead].storage.FirstIndex()
+		if err == nil && first > laggingNext {
+			return true
+		}
+		if !nodes[lead].snapshotting.Load() {
+			ticks++
+			proposeAll(t, nodes[lead], []string{fmt.Sprintf("tick-%d", ticks)})
+		}
+		return false
+	})
+	sms[lead].waitPayloads(t, entries+ticks)
+	net.isolate(lagging, false)
+	sm := sms[lagging]
+	sm.waitPayloads(t, entries+ticks)
+	sm.check(t)
+	sm.mu.Lock()
+	restores := sm.restores
+	sm.mu.Unlock()
+	if restores == 0 {
+		t.Fatal("lagging member caught up without a snapshot")
+	}
+	if got, want := strings.Join(sm.payloads(), ","), strings.Join(sms[lead].payloads(), ","); got != want {
+		t.Fatal("lagging member's state differs from the leader's")
+	}
+}
+
+// TestOverloadedAtTwiceWhatIsDue: proposals are to be refused once the
+// entries since the last snapshot hold twice what makes a snapshot due,
+// a quarter of the last full image when that is more than MaxLogBytes/2.
+func TestOverloadedAtTwiceWhatIsDue(t *testing.T) {
+	n := &Node{cfg: Config{MaxLogBytes: 100}}
+	for _, tt := range []struct {
+		unsnapshotted, image uint64
+		want                 bool
+	}{
+		{99, 0, false}, {100, 0, true},
+		{499, 1000, false}, {500, 1000, true},
+	} {
+		n.unsnapshottedBytes.Store(tt.unsnapshotted)
+		n.fullImageBytes.Store(tt.image)
+		if got := n.Overloaded(); got != tt.want {
+			t.Errorf("%d bytes since the snapshot, image %d: Overloaded %v, want %v", tt.unsnapshotted, tt.image, got, tt.want)
+		}
+	}
+}

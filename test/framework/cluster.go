@@ -66,7 +66,7 @@ type ClusterConfig struct {
 	// mount a small file system there); the directory exists, empty.
 	PrepareDataDir func(name, dir string) error
 	// MemberEnv, when set, gives each member's extra environment
-	// (KEY=value) from its name and data directory, from its first start
+	// (KEY=value, after Env) from its name and data directory, from its first start
 	// (Member.SetEnv changes it later): for example a fault seam's
 	// per-member control file.
 	MemberEnv func(name, dataDir string) []string
@@ -205,7 +205,7 @@ func (c *Cluster) newMember(name string) (*Member, error) {
 		m.plainClientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[3])
 	}
 	if c.cfg.MemberEnv != nil {
-		m.env = c.cfg.MemberEnv(name, m.dataDir)
+		m.env = append(m.env, c.cfg.MemberEnv(name, m.dataDir)...)
 	}
 	if c.cfg.PrepareDataDir != nil {
 		if err := os.MkdirAll(m.dataDir, 0o700); err != nil {

@@ -34,6 +34,15 @@ func proposeConfChangeApplied(t *testing.T, n *Node, sm *fakeSM, cc raftpb.ConfC
 	sm.waitUntil(t, fmt.Sprintf("conf change %v applied", cc), func(st *fakeState) bool {
 		return st.ConfChanges > before
 	})
+	// raft drops a conf change proposed while it still counts an earlier
+	// one as unapplied ("possible unapplied conf change"): its applied
+	// index moves when the raft loop advances, which may be after the
+	// apply loop is done. Wait for it, so the caller's next conf change
+	// is not dropped.
+	applied := sm.AppliedIndex()
+	waitFor(t, fmt.Sprintf("raft to count entry %d applied", applied), func() bool {
+		return n.raft.Status().Applied >= applied
+	})
 }
 
 // waitConfiguration waits until n's published configuration is voters

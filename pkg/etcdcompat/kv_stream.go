@@ -64,6 +64,9 @@ func kvMethod[Req, Resp any](name string, call func(pb.KVServer, context.Context
 	}
 }
 
+// The server codec encodes chunks with their own gogoproto-style methods.
+var _ gogoMessage = (*rangestream.Response)(nil)
+
 // errRangeStreamUnimplemented is what a member without RangeStream
 // answers: gRPC's own status for a method the server does not have.
 var errRangeStreamUnimplemented = status.Error(codes.Unimplemented, "unknown method RangeStream for service etcdserverpb.KV")

@@ -36,16 +36,32 @@ func (m *Response) Size() int {
 
 // Marshal encodes m in protobuf wire format.
 func (m *Response) Marshal() ([]byte, error) {
-	if m.RangeResponse == nil {
-		return nil, nil
-	}
-	inner, err := m.RangeResponse.Marshal()
+	buf := make([]byte, m.Size())
+	n, err := m.MarshalToSizedBuffer(buf)
 	if err != nil {
-		return nil, fmt.Errorf("range_response: %w", err)
+		return nil, err
 	}
-	b := make([]byte, 0, m.Size())
-	b = append(b, rangeResponseField...)
-	return protowire.AppendBytes(b, inner), nil
+	return buf[:n], nil
+}
+
+// MarshalToSizedBuffer encodes m into the end of buf, which must hold
+// Size bytes, and returns how many it wrote: gogoproto's method, which
+// MetaStore's server codec calls to encode a chunk once, in place.
+func (m *Response) MarshalToSizedBuffer(buf []byte) (int, error) {
+	if m.RangeResponse == nil {
+		return 0, nil
+	}
+	n, err := m.RangeResponse.MarshalToSizedBuffer(buf)
+	if err != nil {
+		return 0, fmt.Errorf("range_response: %w", err)
+	}
+	prefix := protowire.AppendVarint(append([]byte(nil), rangeResponseField...), uint64(n))
+	i := len(buf) - n - len(prefix)
+	if i < 0 {
+		return 0, errors.New("rangestream: buffer smaller than Size")
+	}
+	copy(buf[i:], prefix)
+	return len(buf) - i, nil
 }
 
 // errMalformed reports bytes that are not a RangeStreamResponse.

@@ -92,8 +92,9 @@ func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog
 				return fmt.Errorf("client TLS: %w", err)
 			}
 			out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
-				logger.Info("serving client traffic securely", "address", l.Addr().String())
-				return clients.ServeTLS(l, gatewayTLS)
+				logger.Info("serving client traffic securely", "address", l.Addr().String(),
+					"grpc", kind != etcdcompat.ServeHTTPOnly, "http", kind != etcdcompat.ServeGRPCOnly)
+				return clients.ServeTLS(l, gatewayTLS, kind)
 			}})
 			return nil
 		}

@@ -9,50 +9,75 @@ import (
 	"time"
 
 	"github.com/soheilhy/cmux"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/metastore-io/metastore/internal/lockservice"
 )
 
 // ServeTLS accepts clients on a TLS listener (an https:// client URL)
-// until Stop. l must hand out *tls.Conn values whose handshake is done
-// (tlsutil.NewListener), so the listener's refusal rules, handshake
-// timeout and CRL check apply to every protocol served here.
+// until Stop, serving what kind says. l must hand out *tls.Conn values
+// whose handshake is done (tlsutil.NewListener), so the listener's
+// refusal rules, handshake timeout and CRL check apply to every protocol
+// served here.
 //
-// Once decrypted, a connection goes to the gRPC server when its first
-// HTTP/2 request has a gRPC content type, and to the HTTP server
-// otherwise (JSON gateway, /health, /metrics, ... over HTTP/1.1, or over
-// HTTP/2 as Go and curl negotiate through ALPN). etcd routes each request
-// through one HTTP server and grpc.Server.ServeHTTP instead; serving gRPC
-// on its own transport keeps TLS clients as fast as plaintext ones. The
-// gRPC server still sees the client's certificate (tlsAwareCreds).
+// With ServeGRPCAndHTTP, once decrypted, a connection goes to the gRPC
+// server when its first HTTP/2 request has a gRPC content type, and to
+// the HTTP server otherwise (JSON gateway, /health, /metrics, ... over
+// HTTP/1.1, or over HTTP/2 as Go and curl negotiate through ALPN). etcd
+// routes each request through one HTTP server and
+// grpc.Server.ServeHTTP instead; serving gRPC on its own transport keeps
+// TLS clients as fast as plaintext ones. The gRPC server still sees the
+// client's certificate (tlsAwareCreds). With ServeGRPCOnly (a
+// --listen-client-urls listener beside --listen-client-http-urls) every
+// connection goes to the gRPC server, and with ServeHTTPOnly to the HTTP
+// server, where a gRPC request finds no route, as in etcd.
 //
 // gatewayTLS is how the JSON gateway dials this listener: etcd presents
-// the server's own certificate and skips verifying the server's.
-func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config) error {
+// the server's own certificate and skips verifying the server's. An
+// HTTP-only listener's gateway dials Config.GatewayTarget when it is set.
+func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config, kind ListenerKind) error {
+	if kind == ServeGRPCOnly {
+		return s.serveGRPCOnlyTLS(l)
+	}
 	m := cmux.New(l)
-	// gRPC clients wait for the server's SETTINGS before their first
-	// request, so the matcher sends an empty one to see the request's
-	// content type; the other HTTP/2 clients then answer that SETTINGS
-	// with an ACK the HTTP server must not see (h2AckFilter).
-	grpcL := m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
-	h2L := h2AckFilterListener{m.Match(cmux.HTTP2())}
+	var grpcL net.Listener
+	if kind != ServeHTTPOnly {
+		// gRPC clients wait for the server's SETTINGS before their first
+		// request, so the matcher sends an empty one to see the
+		// request's content type; the other HTTP/2 clients then answer
+		// that SETTINGS with an ACK the HTTP server must not see
+		// (h2AckFilter).
+		grpcL = m.MatchWithWriters(cmux.HTTP2MatchHeaderFieldSendSettings("content-type", "application/grpc"))
+	}
+	h2L := m.Match(cmux.HTTP2())
+	if grpcL != nil {
+		h2L = h2AckFilterListener{h2L}
+	}
 	httpL := m.Match(cmux.Any())
 
-	handler, closeGW, err := s.httpHandler(DialTarget(l.Addr()), credentials.NewTLS(gatewayTLS))
+	target, creds := DialTarget(l.Addr()), credentials.NewTLS(gatewayTLS)
+	if kind == ServeHTTPOnly && s.cfg.GatewayTarget != "" {
+		target, creds = s.cfg.GatewayTarget, s.cfg.GatewayCreds
+		if creds == nil {
+			creds = insecure.NewCredentials()
+		}
+	}
+	handler, closeGW, err := s.httpHandler(target, creds)
 	if err != nil {
 		return err
 	}
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, Protocols: new(http.Protocols),
-		ConnContext: lockservice.ConnContext}
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, Protocols: new(http.Protocols)}
 	// The connections are decrypted already: HTTP/2 arrives as if in
 	// cleartext, with prior knowledge.
 	httpSrv.Protocols.SetHTTP1(true)
 	httpSrv.Protocols.SetUnencryptedHTTP2(true)
 	// The requests see no *tls.Conn (cmux wraps it); keep its state in
-	// the request context for the gateway's client-certificate rule.
-	httpSrv.ConnContext = withTLSState
+	// the request context for the gateway's client-certificate rule, and
+	// the connection for the lock service's keepalive bound.
+	httpSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return withTLSState(lockservice.ConnContext(ctx, c), c)
+	}
 	closeAll := s.addCloser(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -65,16 +90,33 @@ func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config) error {
 	}
 
 	errc := make(chan error, 4)
-	go func() { errc <- s.grpc.Serve(grpcL) }()
+	n := 3
+	if grpcL != nil {
+		n++
+		go func() { errc <- s.grpc.Serve(grpcL) }()
+	}
 	go func() { errc <- httpSrv.Serve(h2L) }()
 	go func() { errc <- httpSrv.Serve(httpL) }()
 	go func() { errc <- m.Serve() }()
-	err = waitServing(errc, 4, closeAll)
-	if errors.Is(err, cmux.ErrListenerClosed) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
-		return nil
+	if err := waitServing(errc, n, closeAll); !isServingEnd(err) {
+		return err
 	}
-	return err
+	return nil
+}
+
+// serveGRPCOnlyTLS serves gRPC alone on a TLS listener: a request of
+// another protocol meets the gRPC server, which refuses it.
+func (s *ClientServer) serveGRPCOnlyTLS(l net.Listener) error {
+	closeAll := s.addCloser(func() { l.Close() })
+	if closeAll == nil {
+		return nil // stopped already
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.grpc.Serve(l) }()
+	if err := waitServing(errc, 1, closeAll); !isServingEnd(err) {
+		return err
+	}
+	return nil
 }
 
 // tlsAwareCreds are the gRPC server's transport credentials: every

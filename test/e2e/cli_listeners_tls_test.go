@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/metastore-io/metastore/test/framework"
+)
+
+// TestClientHTTPURLsTLS is TestClientHTTPURLs over https: with
+// --listen-client-http-urls the https client URL serves gRPC only (an
+// HTTP/2 request for /health meets the gRPC server and its 415) and the
+// https HTTP URL serves the gateway and /health but no gRPC (a gRPC call
+// finds no route there).
+func TestClientHTTPURLsTLS(t *testing.T) {
+	ctx := testContext(t, testTimeout)
+	dir := t.TempDir()
+	pki, err := framework.NewPKI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := freePorts(t, 3)
+	client := fmt.Sprintf("https://127.0.0.1:%d", p[0])
+	httpURL := fmt.Sprintf("https://127.0.0.1:%d", p[2])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", p[1])
+	args := []string{
+		"--name=m1", "--data-dir=" + dir + "/m1.data",
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+		"--listen-client-http-urls=" + httpURL,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer, "--initial-cluster=m1=" + peer,
+		"--cert-file=" + pki.Member.CertFile, "--key-file=" + pki.Member.KeyFile,
+	}
+	m := startRaw(t, dir, args)
+	tlsCfg, err := framework.ClientTLSConfig(pki.CA.CertFile, pki.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcClient := func(endpoint string) *clientv3.Client {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: tlsCfg.Clone(), Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		return cli
+	}
+	// HTTP/2 as curl and Go negotiate it through ALPN.
+	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg.Clone(), ForceAttemptHTTP2: true}}
+	t.Cleanup(h2.CloseIdleConnections)
+	get := func(ctx context.Context, url string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		resp, err := h2.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	cli := grpcClient(client)
+	m.pollUntil(ctx, func(ctx context.Context) error {
+		_, err := cli.Put(ctx, "k", "v")
+		return err
+	})
+	m.pollUntil(ctx, func(ctx context.Context) error {
+		code, body, err := get(ctx, httpURL+"/health")
+		if err == nil && (code != http.StatusOK || !strings.Contains(body, `"health":"true"`)) {
+			err = fmt.Errorf("/health: %d %s", code, body)
+		}
+		return err
+	})
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, httpURL+"/v3/kv/range", strings.NewReader(`{"key":"aw=="}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h2.Do(req)
+	if err != nil {
+		t.Fatalf("gateway range on the HTTP URL: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"count":"1"`) {
+		t.Errorf("gateway range on the HTTP URL: %d %s", resp.StatusCode, body)
+	}
+	if code, body, err := get(ctx, client+"/health"); err == nil && code != http.StatusUnsupportedMediaType {
+		t.Errorf("HTTP/2 /health on the gRPC-only client URL: %d %s, want the gRPC server's 415", code, body)
+	}
+	h1 := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg.Clone(), TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
+	if resp, err := h1.Get(client + "/health"); err == nil {
+		resp.Body.Close()
+		t.Errorf("HTTP/1.1 /health on the gRPC-only client URL answered %d, want the connection refused", resp.StatusCode)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := grpcClient(httpURL).Get(gctx, "k"); err == nil {
+		t.Errorf("gRPC on the HTTP-only URL succeeded")
+	}
+}

@@ -25,14 +25,15 @@ import (
 //   - the compaction behind a snapshot keeps at most B/2 bytes of entries
 //     for followers that lag (catchUpCompactIndex), on top of the entry
 //     count; a follower further behind is sent the snapshot;
-//   - while the entries since the last snapshot hold twice that bound
-//     (snapshots cannot keep up with the writes) Overloaded reports it,
-//     and the server refuses new proposals with etcd's "too many
+//   - while the entries since the last snapshot hold four times that
+//     bound (snapshots cannot keep up with the writes) Overloaded reports
+//     it, and the server refuses new proposals with etcd's "too many
 //     requests" until a snapshot catches up.
 //
 // So the log in memory holds about B (B/2 kept for followers, up to B/2
-// since the snapshot), and never more than B/2 + 2·max(B/2, image/4) plus
-// the entries of the snapshot being written. logBytes is the exact byte
+// since the snapshot), and never more than B/2 + 4·max(B/2, image/4) plus
+// the entries of the snapshot being written: 2.5·B, or B/2 plus the size
+// of the memory engine's image. logBytes is the exact byte
 // count of the entries in MemoryStorage (their Data), kept by every
 // change made to it through the methods below.
 
@@ -168,11 +169,19 @@ func (n *Node) catchUpCompactIndex(index uint64) (uint64, error) {
 func (n *Node) LogBytes() uint64 { return uint64(max(n.logBytes.Load(), 0)) }
 
 // Overloaded reports whether the entries applied since the last snapshot
-// hold twice what is due a snapshot (max(MaxLogBytes/2, a quarter of the
-// last full image)): snapshots are not keeping up with the writes, and
-// new proposals should wait (the server refuses them with etcd's "too
-// many requests", before proposing).
+// hold overloadFactor times what is due a snapshot (max(MaxLogBytes/2, a
+// quarter of the last full image)): snapshots are not keeping up with
+// the writes, and new proposals should wait (the server refuses them with
+// etcd's "too many requests", before proposing).
 func (n *Node) Overloaded() bool {
 	due := max(n.cfg.MaxLogBytes/2, n.fullImageBytes.Load()/fullImageLogFraction)
-	return n.unsnapshottedBytes.Load() >= 2*due
+	return n.unsnapshottedBytes.Load() >= overloadFactor*due
 }
+
+// overloadFactor: proposals are refused once the entries since the last
+// snapshot hold four times what made it due: 2·MaxLogBytes, or as much as
+// the memory engine's whole image. Twice was too tight for the memory
+// engine: writing an image of 800 MiB took longer than logging another
+// 200 MiB of 8 MiB puts, and the member refused writes while etcd took
+// them (at 6.5 GiB resident).
+const overloadFactor = 4

@@ -175,17 +175,18 @@ func TestLaggingFollowerBeyondLogBudgetGetsSnapshot(t *testing.T) {
 	}
 }
 
-// TestOverloadedAtTwiceWhatIsDue: proposals are to be refused once the
-// entries since the last snapshot hold twice what makes a snapshot due,
-// a quarter of the last full image when that is more than MaxLogBytes/2.
-func TestOverloadedAtTwiceWhatIsDue(t *testing.T) {
+// TestOverloadedAtFourTimesWhatIsDue: proposals are to be refused once
+// the entries since the last snapshot hold four times what makes a
+// snapshot due, a quarter of the last full image when that is more than
+// MaxLogBytes/2.
+func TestOverloadedAtFourTimesWhatIsDue(t *testing.T) {
 	n := &Node{cfg: Config{MaxLogBytes: 100}}
 	for _, tt := range []struct {
 		unsnapshotted, image uint64
 		want                 bool
 	}{
-		{99, 0, false}, {100, 0, true},
-		{499, 1000, false}, {500, 1000, true},
+		{199, 0, false}, {200, 0, true},
+		{999, 1000, false}, {1000, 1000, true},
 	} {
 		n.unsnapshottedBytes.Store(tt.unsnapshotted)
 		n.fullImageBytes.Store(tt.image)

@@ -196,7 +196,17 @@ func fillHugeRange(ctx context.Context, t *testing.T, m *framework.Member, sizes
 		kv := pb.NewKVClient(dialHuge(t, m))
 		wg.Go(func() {
 			for i := w; i < sizes.values; i += 4 {
-				_, err := kv.Put(ctx, &pb.PutRequest{Key: fmt.Appendf(nil, "/huge/%04d", i), Value: []byte(value)})
+				req := &pb.PutRequest{Key: fmt.Appendf(nil, "/huge/%04d", i), Value: []byte(value)}
+				_, err := kv.Put(ctx, req)
+				for tooManyRequests(err) {
+					// A member whose snapshots lag the writes sheds them
+					// with etcd's "too many requests": try again later.
+					select {
+					case <-ctx.Done():
+					case <-time.After(200 * time.Millisecond): // a retry's backoff, not a synchronisation
+					}
+					_, err = kv.Put(ctx, req)
+				}
 				if err != nil {
 					errs <- fmt.Errorf("put %d: %w", i, err)
 					return
@@ -260,4 +270,10 @@ func requireSendTooLarge(t *testing.T, err error, limit int64) int64 {
 		t.Errorf("refused against a limit of %d, want %d", m, limit)
 	}
 	return n
+}
+
+// tooManyRequests reports etcd's "too many requests" refusal.
+func tooManyRequests(err error) bool {
+	st := status.Convert(err)
+	return err != nil && st.Code() == codes.ResourceExhausted && st.Message() == "etcdserver: too many requests"
 }

@@ -158,7 +158,8 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 			cc, vetoed = vetoedConfChange(cc), true
 		}
 	}
-	cs := n.raft.ApplyConfChange(cc)
+	var cs *raftpb.ConfState
+	n.raft.with(func(rn *raft.RawNode) { cs = rn.ApplyConfChange(cc) })
 	n.apply.confState = *cs
 	n.publishConfState(*cs)
 	if !vetoed {

@@ -129,11 +129,20 @@ func (n *Node) startNew() error {
 	rc := n.raftConfig()
 	if n.cfg.Join {
 		n.logger.Info("starting new member, joining an existing cluster")
-		n.raft = raft.RestartNode(rc)
-	} else {
-		n.logger.Info("starting new member, bootstrapping cluster", "peers", len(n.cfg.Peers))
-		n.raft = raft.StartNode(rc, n.cfg.Peers)
+		return n.startRaft(rc, nil)
 	}
+	n.logger.Info("starting new member, bootstrapping cluster", "peers", len(n.cfg.Peers))
+	return n.startRaft(rc, n.cfg.Peers)
+}
+
+// startRaft creates raft's state machine; peers, when given, bootstrap a
+// new cluster's configuration.
+func (n *Node) startRaft(rc *raft.Config, peers []raft.Peer) error {
+	r, err := newRawRaft(rc, peers)
+	if err != nil {
+		return fmt.Errorf("raftnode: start raft: %w", err)
+	}
+	n.raft = r
 	return nil
 }
 
@@ -201,7 +210,9 @@ func (n *Node) restart(rec *wal.Recovered) error {
 	n.logger.Info("restarting member",
 		"snapshot_index", snap.Index, "applied_index", applied, "commit_index", hs.Commit,
 		"last_index", lastIndex, "term", hs.Term, "wal_entries", len(ents))
-	n.raft = raft.RestartNode(rc)
+	if err := n.startRaft(rc, nil); err != nil {
+		return err
+	}
 	n.skipElectionWaitIfAlone(snap.ConfState)
 	return nil
 }
@@ -294,10 +305,14 @@ func (n *Node) skipElectionWaitIfAlone(cs raftpb.ConfState) {
 	if len(voters) != 1 || voters[0] != n.cfg.ID || len(cs.VotersOutgoing) > 0 {
 		return
 	}
-	for range n.cfg.ElectionTicks - 1 {
-		n.raft.Tick()
-	}
-	if err := n.raft.Campaign(n.ctx); err != nil {
+	var err error
+	n.raft.with(func(rn *raft.RawNode) {
+		for range n.cfg.ElectionTicks - 1 {
+			rn.Tick()
+		}
+		err = rn.Campaign()
+	})
+	if err != nil {
 		n.logger.Warn("could not campaign at once after restart; waiting for the election timeout", "err", err)
 	}
 }

@@ -17,16 +17,22 @@
 //
 // # Goroutines
 //
-// Three loops run per member, plus a short-lived snapshot writer:
+// Three loops run per member, plus a short-lived snapshot writer. Raft
+// itself is a raft.RawNode behind a mutex (driver.go), not a raft.Node
+// with its own goroutine: a caller proposing, stepping a peer's message or
+// asking for a read index runs raft's step itself and wakes the raft
+// loop, which saves a lone write four goroutine hand-offs.
 //
 //   - the raft loop ticks raft and processes each Ready in raft's
 //     documented order: a leader sends its messages first (it writes its
 //     log in parallel with the followers, raft thesis 10.2.1); the Ready's
 //     snapshot marker, entries and hard state go to the WAL with ONE fsync
 //     (group commit: every proposal raft batched into the Ready shares it)
-//     and then into raft.MemoryStorage; committed entries are handed to the
-//     apply loop; a follower sends its messages (after waiting for a conf
-//     change to be applied); Advance.
+//     and then into raft.MemoryStorage; Advance (on a single member this
+//     commits the entries just made durable, and the loop takes the next
+//     Ready with them at once); committed entries are handed to the apply
+//     loop; a follower sends its messages (after waiting for a conf change
+//     to be applied).
 //   - the apply loop applies one batch while the raft loop persists the
 //     next (pipelining). Batches arrive in log order through one channel,
 //     so a snapshot received from the leader is restored exactly between

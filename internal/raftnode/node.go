@@ -39,7 +39,7 @@ type Node struct {
 	cfg       Config
 	logger    *slog.Logger
 	sm        StateMachine
-	raft      raft.Node
+	raft      *rawRaft
 	storage   *raft.MemoryStorage
 	wal       *wal.WAL
 	snaps     *snapfile.Store
@@ -170,7 +170,9 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 		return ErrStopped
 	default:
 	}
-	if err := n.raft.Propose(ctx, data); err != nil {
+	if err := n.raft.propose(ctx, n.leaderChanged, n.stopping, n.cfg.readIndexRetry(), func(rn *raft.RawNode) error {
+		return rn.Propose(data)
+	}); err != nil {
 		n.metrics.proposalsFailed.Inc()
 		return n.proposeError(ctx, "propose", err)
 	}
@@ -191,7 +193,9 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) err
 		return ErrStopped
 	default:
 	}
-	if err := n.raft.ProposeConfChange(ctx, cc); err != nil {
+	if err := n.raft.propose(ctx, n.leaderChanged, n.stopping, n.cfg.readIndexRetry(), func(rn *raft.RawNode) error {
+		return rn.ProposeConfChange(cc)
+	}); err != nil {
 		n.metrics.proposalsFailed.Inc()
 		return n.proposeError(ctx, "propose conf change", err)
 	}
@@ -205,19 +209,19 @@ func (n *Node) Step(ctx context.Context, m raftpb.Message) error {
 		return ErrStopped
 	default:
 	}
-	if err := n.raft.Step(ctx, m); err != nil {
-		return n.raftError("step", err)
-	}
+	n.raft.step(m)
 	return nil
 }
 
 // ReportUnreachable tells raft that the last message to id was not
 // delivered, so it stops pipelining to that peer until it answers again.
-func (n *Node) ReportUnreachable(id uint64) { n.raft.ReportUnreachable(id) }
+func (n *Node) ReportUnreachable(id uint64) {
+	n.raft.with(func(rn *raft.RawNode) { rn.ReportUnreachable(id) })
+}
 
 // ReportSnapshot tells raft how sending a snapshot to id ended.
 func (n *Node) ReportSnapshot(id uint64, status raft.SnapshotStatus) {
-	n.raft.ReportSnapshot(id, status)
+	n.raft.with(func(rn *raft.RawNode) { rn.ReportSnapshot(id, status) })
 }
 
 // TransferLeadership asks the leader to hand leadership to transferee and
@@ -228,7 +232,7 @@ func (n *Node) TransferLeadership(ctx context.Context, transferee uint64) error 
 	if lead == transferee {
 		return nil
 	}
-	n.raft.TransferLeadership(ctx, lead, transferee)
+	n.raft.with(func(rn *raft.RawNode) { rn.TransferLeader(transferee) })
 	for {
 		select {
 		case <-changed:
@@ -309,7 +313,6 @@ func (n *Node) shutdown() {
 		close(n.stopping)
 		n.cancel()
 		n.loops.Wait()
-		n.raft.Stop()
 		n.snapshotWG.Wait()
 		if err := n.wal.Close(); err != nil {
 			n.setErr(fmt.Errorf("raftnode: close WAL: %w", err))

@@ -200,14 +200,10 @@ func (n *Node) confirmReadIndex(r *readRound) (uint64, error) {
 
 func (n *Node) sendReadIndex(seq uint64) error {
 	rctx := encodeReadRequestCtx(n.cfg.ID, seq)
-	// ReadIndex only hands the request to raft's goroutine; without a
-	// leader raft drops it and the retry asks again.
-	if err := n.raft.ReadIndex(n.ctx, rctx[:]); err != nil {
-		if errors.Is(err, raft.ErrStopped) || n.ctx.Err() != nil {
-			return ErrStopped
-		}
-		n.metrics.readIndexesFailed.Inc()
-		return fmt.Errorf("raftnode: read index: %w", err)
+	// Without a leader raft drops the request and the retry asks again.
+	if n.ctx.Err() != nil {
+		return ErrStopped
 	}
+	n.raft.with(func(rn *raft.RawNode) { rn.ReadIndex(rctx[:]) })
 	return nil
 }

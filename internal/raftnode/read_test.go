@@ -25,8 +25,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // has applied the bootstrap configuration (before that it refuses).
 func campaign(t *testing.T, n *Node) {
 	t.Helper()
-	waitFor(t, "raft to apply the bootstrap configuration", func() bool { return n.raft.Status().Applied >= 1 })
-	if err := n.raft.Campaign(testContext(t)); err != nil {
+	waitFor(t, "raft to apply the bootstrap configuration", func() bool {
+		var applied uint64
+		n.raft.with(func(rn *raft.RawNode) { applied = rn.BasicStatus().Applied })
+		return applied >= 1
+	})
+	var err error
+	n.raft.with(func(rn *raft.RawNode) { err = rn.Campaign() })
+	if err != nil {
 		t.Fatal(err)
 	}
 }

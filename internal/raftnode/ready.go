@@ -27,7 +27,9 @@ type toApply struct {
 var errStopping = errors.New("stopping")
 
 // runRaft is the raft loop: it ticks raft and processes each Ready in the
-// order raft requires (see handleReady).
+// order raft requires (see handleReady). After an Advance it looks for the
+// next Ready at once: on a single member the Advance that reports an entry
+// durable is what commits it, so the entry is applied without a wake-up.
 func (n *Node) runRaft() {
 	defer n.loops.Done()
 	ticker := time.NewTicker(n.cfg.TickInterval)
@@ -35,15 +37,23 @@ func (n *Node) runRaft() {
 	isLeader := false
 	for {
 		select {
-		case <-ticker.C:
-			n.raft.Tick()
-		case rd := <-n.raft.Ready():
+		case <-n.stopping:
+			return
+		default:
+		}
+		if rd, ok := n.raft.ready(); ok {
 			if err := n.handleReady(rd, &isLeader); err != nil {
 				if !errors.Is(err, errStopping) {
 					n.fail(err)
 				}
 				return
 			}
+			continue
+		}
+		select {
+		case <-ticker.C:
+			n.raft.tick()
+		case <-n.raft.wake:
 		case <-n.stopping:
 			return
 		}
@@ -57,11 +67,15 @@ func (n *Node) runRaft() {
 //     parallel with the followers writing theirs (raft thesis 10.2.1);
 //  3. persist: a received snapshot's marker, entries and hard state go to
 //     the WAL with one fsync, then into raft's MemoryStorage;
-//  4. hand committed entries (and the snapshot) to the apply loop, which
+//  4. Advance: raft counts the entries durable (a single member commits
+//     them now) and the committed ones applied. That comes before the
+//     apply loop gets them, so that whoever sees an entry applied finds
+//     raft agreeing: a conf change proposed right after the previous one
+//     was applied is not refused as if one were still pending;
+//  5. hand committed entries (and the snapshot) to the apply loop, which
 //     applies them while this loop persists the next Ready;
-//  5. as follower or candidate, send messages now that their preconditions
-//     are durable, after waiting for a conf change to be applied;
-//  6. Advance.
+//  6. as follower or candidate, send messages now that their preconditions
+//     are durable, after waiting for a conf change to be applied.
 func (n *Node) handleReady(rd raft.Ready, isLeader *bool) error {
 	if !raft.IsEmptyHardState(rd.HardState) {
 		n.term.Store(rd.HardState.Term)
@@ -86,6 +100,7 @@ func (n *Node) handleReady(rd raft.Ready, isLeader *bool) error {
 	if err := n.persist(rd); err != nil {
 		return err
 	}
+	n.raft.advance(rd)
 	if len(rd.CommittedEntries) > 0 || !raft.IsEmptySnap(rd.Snapshot) {
 		ap := toApply{entries: rd.CommittedEntries}
 		if !raft.IsEmptySnap(rd.Snapshot) {
@@ -114,7 +129,6 @@ func (n *Node) handleReady(rd raft.Ready, isLeader *bool) error {
 	if !*isLeader {
 		n.send(rd.Messages)
 	}
-	n.raft.Advance()
 	return nil
 }
 

@@ -36,9 +36,14 @@ func (n *Node) runRaft() {
 	defer ticker.Stop()
 	isLeader := false
 	for {
+		// Ticks are taken between Readys too: under a steady load raft
+		// always has one, and a leader that stopped ticking would stop
+		// sending heartbeats.
 		select {
 		case <-n.stopping:
 			return
+		case <-ticker.C:
+			n.raft.tick()
 		default:
 		}
 		if rd, ok := n.raft.ready(); ok {

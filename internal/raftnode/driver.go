@@ -90,13 +90,14 @@ func (r *rawRaft) step(m raftpb.Message) {
 }
 
 // propose runs one proposal step (prop) and, while raft drops proposals
-// because no leader is known, waits for a leader change and tries again
+// because no leader is known, or while held says so (a member removed
+// from the configuration), waits for a leader change and tries again
 // until ctx ends: raft.Node held proposals back the same way. It also
 // tries again every retry: raft can lose its leader and find the same one
 // again between two Readys, which publishes no leader change. Any other
 // refusal (a leader transferring leadership or removed from the
 // configuration, too many uncommitted bytes) is returned as raft's error.
-func (r *rawRaft) propose(ctx context.Context, leaderChanged *broadcast, stopping <-chan struct{}, retry time.Duration, prop func(rn *raft.RawNode) error) error {
+func (r *rawRaft) propose(ctx context.Context, leaderChanged *broadcast, stopping <-chan struct{}, retry time.Duration, held func() bool, prop func(rn *raft.RawNode) error) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -105,16 +106,18 @@ func (r *rawRaft) propose(ctx context.Context, leaderChanged *broadcast, stoppin
 	}()
 	for {
 		changed := leaderChanged.next()
-		var err error
-		var lead uint64
-		r.with(func(rn *raft.RawNode) {
-			err = prop(rn)
-			if err != nil {
-				lead = rn.BasicStatus().Lead
+		if !held() {
+			var err error
+			var lead uint64
+			r.with(func(rn *raft.RawNode) {
+				err = prop(rn)
+				if err != nil {
+					lead = rn.BasicStatus().Lead
+				}
+			})
+			if !errors.Is(err, raft.ErrProposalDropped) || lead != raft.None {
+				return err
 			}
-		})
-		if !errors.Is(err, raft.ErrProposalDropped) || lead != raft.None {
-			return err
 		}
 		if timer == nil {
 			timer = time.NewTimer(retry)

@@ -170,13 +170,25 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 		return ErrStopped
 	default:
 	}
-	if err := n.raft.propose(ctx, n.leaderChanged, n.stopping, n.cfg.readIndexRetry(), func(rn *raft.RawNode) error {
+	if err := n.raft.propose(ctx, n.leaderChanged, n.stopping, n.cfg.readIndexRetry(), n.removed, func(rn *raft.RawNode) error {
 		return rn.Propose(data)
 	}); err != nil {
 		n.metrics.proposalsFailed.Inc()
 		return n.proposeError(ctx, "propose", err)
 	}
 	return nil
+}
+
+// removed reports whether this member applied its own removal from the
+// configuration: raft.Node stopped taking its proposals then, and so does
+// Propose (they wait until their context ends).
+func (n *Node) removed() bool {
+	cs := n.confState.Load()
+	if cs == nil || (len(cs.Voters) == 0 && len(cs.Learners) == 0) {
+		return false // not yet configured (a joining member)
+	}
+	return !slices.Contains(cs.Voters, n.cfg.ID) && !slices.Contains(cs.Learners, n.cfg.ID) &&
+		!slices.Contains(cs.VotersOutgoing, n.cfg.ID) && !slices.Contains(cs.LearnersNext, n.cfg.ID)
 }
 
 // CountFailedProposal counts a proposal raft accepted that never came
@@ -193,7 +205,7 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeI) err
 		return ErrStopped
 	default:
 	}
-	if err := n.raft.propose(ctx, n.leaderChanged, n.stopping, n.cfg.readIndexRetry(), func(rn *raft.RawNode) error {
+	if err := n.raft.propose(ctx, n.leaderChanged, n.stopping, n.cfg.readIndexRetry(), n.removed, func(rn *raft.RawNode) error {
 		return rn.ProposeConfChange(cc)
 	}); err != nil {
 		n.metrics.proposalsFailed.Inc()

@@ -76,7 +76,9 @@ func (n *Node) runRaft() {
 //     them now) and the committed ones applied. That comes before the
 //     apply loop gets them, so that whoever sees an entry applied finds
 //     raft agreeing: a conf change proposed right after the previous one
-//     was applied is not refused as if one were still pending;
+//     was applied is not refused as if one were still pending. (A
+//     follower with a committed conf change advances only once it is
+//     applied, step 5);
 //  5. hand committed entries (and the snapshot) to the apply loop, which
 //     applies them while this loop persists the next Ready;
 //  6. as follower or candidate, send messages now that their preconditions
@@ -105,16 +107,20 @@ func (n *Node) handleReady(rd raft.Ready, isLeader *bool) error {
 	if err := n.persist(rd); err != nil {
 		return err
 	}
-	n.raft.advance(rd)
+	// A follower must not vote or answer under a configuration it has
+	// not applied yet (etcd waits the same way); nor may raft count a
+	// conf change applied before it is (it would campaign under the old
+	// configuration), so such a Ready is advanced only after the wait.
+	waitApplied := !*isLeader && hasConfChange(rd.CommittedEntries)
+	if !waitApplied {
+		n.raft.advance(rd)
+	}
 	if len(rd.CommittedEntries) > 0 || !raft.IsEmptySnap(rd.Snapshot) {
 		ap := toApply{entries: rd.CommittedEntries}
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			meta := rd.Snapshot.Metadata
 			ap.snapshot = &meta
 		}
-		// A follower must not vote or answer under a configuration it has
-		// not applied yet (etcd waits the same way).
-		waitApplied := !*isLeader && hasConfChange(rd.CommittedEntries)
 		if waitApplied {
 			ap.applied = make(chan struct{})
 		}
@@ -129,6 +135,7 @@ func (n *Node) handleReady(rd raft.Ready, isLeader *bool) error {
 			case <-n.stopping:
 				return errStopping
 			}
+			n.raft.advance(rd)
 		}
 	}
 	if !*isLeader {

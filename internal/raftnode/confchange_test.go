@@ -41,7 +41,7 @@ func proposeConfChangeApplied(t *testing.T, n *Node, sm *fakeSM, cc raftpb.ConfC
 	// is not dropped.
 	applied := sm.AppliedIndex()
 	waitFor(t, fmt.Sprintf("raft to count entry %d applied", applied), func() bool {
-		return n.raft.Status().Applied >= applied
+		return raftApplied(n) >= applied
 	})
 }
 

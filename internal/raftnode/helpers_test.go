@@ -453,3 +453,10 @@ func copySnapshot(from, to *Node, meta raftpb.SnapshotMetadata) error {
 	_, err = to.Snapshots().Save(img.Metadata, readerImage{r: img})
 	return err
 }
+
+// raftApplied is the index raft counts applied.
+func raftApplied(n *Node) uint64 {
+	var applied uint64
+	n.raft.with(func(rn *raft.RawNode) { applied = rn.BasicStatus().Applied })
+	return applied
+}

@@ -26,9 +26,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func campaign(t *testing.T, n *Node) {
 	t.Helper()
 	waitFor(t, "raft to apply the bootstrap configuration", func() bool {
-		var applied uint64
-		n.raft.with(func(rn *raft.RawNode) { applied = rn.BasicStatus().Applied })
-		return applied >= 1
+		return raftApplied(n) >= 1
 	})
 	var err error
 	n.raft.with(func(rn *raft.RawNode) { err = rn.Campaign() })

@@ -113,18 +113,15 @@ type Hub struct {
 	// Lock order: mu, then a Stream's mu (a stream's outbox is filled
 	// with mu held); pubMu is taken alone. Never take mu with a Stream's
 	// mu held.
-	mu      sync.Mutex
-	closed  bool
-	index   *index
-	streams map[*Stream]struct{}
-	fanRev  int64 // every synced watcher was given all events <= fanRev
-	// streamCount is len(streams), written under mu, read by Publish
-	// without it.
-	streamCount atomic.Int64
-	lagStreams  []*Stream // streams with lagging watchers
-	lagCursor   int       // where the next catch-up round starts in lagStreams
-	progressQ   []*Stream // streams with a deferred progress request
-	pass        uint64    // fan-out pass counter (group.mark)
+	mu         sync.Mutex
+	closed     bool
+	index      *index
+	streams    map[*Stream]struct{}
+	fanRev     int64     // every synced watcher was given all events <= fanRev
+	lagStreams []*Stream // streams with lagging watchers
+	lagCursor  int       // where the next catch-up round starts in lagStreams
+	progressQ  []*Stream // streams with a deferred progress request
+	pass       uint64    // fan-out pass counter (group.mark)
 	// groupPasses counts the groups the fan-out and the catch-up path
 	// delivered events to: it identifies one group's events of one pass,
 	// which a stream's budget counts once (Stream.chargeShared).
@@ -295,19 +292,9 @@ func (h *Hub) Publish(rev int64, events []mvccpb.Event) {
 		}
 	}
 	h.pubRev.Store(rev)
-	// Without a stream nobody is waiting for the fan-out: it is woken
-	// once a batch has gathered (bounding what the backlog pins) or when
-	// a stream opens, not once per commit (a wake-up on every write).
-	idle := h.streamCount.Load() == 0 && h.backlogEvents < idleFanOutEvents
 	h.pubMu.Unlock()
-	if !idle {
-		signal(h.fanWake)
-	}
+	signal(h.fanWake)
 }
-
-// idleFanOutEvents is how many events the backlog gathers while no stream
-// is open before the fan-out takes them.
-const idleFanOutEvents = 1024
 
 // contiguous reports whether events hold revisions prev+1..rev, each at
 // least once, in order.

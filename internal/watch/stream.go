@@ -135,11 +135,6 @@ func (h *Hub) NewStream() *Stream {
 		return s
 	}
 	h.streams[s] = struct{}{}
-	if h.streamCount.Add(1) == 1 {
-		// Publish does not wake the fan-out while no stream is open:
-		// bring fanRev up to date for this one (progress requests).
-		signal(h.fanWake)
-	}
 	h.metrics.streams.Inc()
 	return s
 }
@@ -294,7 +289,6 @@ func (s *Stream) Close() {
 			s.progressTimer = nil
 		}
 		delete(h.streams, s)
-		h.streamCount.Add(-1)
 		h.metrics.streams.Dec()
 	}
 	h.mu.Unlock()

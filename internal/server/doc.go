@@ -35,7 +35,9 @@
 //     bootstrap of new and joining members, membership changes through Raft
 //     conf changes, and keeping the peer transport's peer list in step.
 //   - forward*.go: requests only the leader can answer (lease keep-alive and
-//     time-to-live, learner promotion) forwarded to it over the transport.
+//     time-to-live, learner promotion) forwarded to it over the transport;
+//     keep-alives in batches, one batch in flight per member
+//     (forward_renew.go).
 //   - The watch hub (internal/watch) gets the events each store commit
 //     returns, from the applier, and never blocks it.
 //   - lifecycle.go: who starts and stops what. New builds the member in

@@ -15,7 +15,10 @@ import (
 // (a follower never forwards a forwarded request again), so a request
 // cannot loop between members that disagree on who leads.
 const (
+	// methodLeaseRenew is a single keep-alive, as members of earlier
+	// builds forward them; this build forwards methodLeaseRenewBatch.
 	methodLeaseRenew      = "lease.renew"
+	methodLeaseRenewBatch = "lease.renewbatch"
 	methodLeaseTimeToLive = "lease.timetolive"
 	methodMemberPromote   = "member.promote"
 	methodMemberStatus    = "member.status"
@@ -26,6 +29,7 @@ const (
 func (s *Server) registerForwardHandlers() error {
 	for method, h := range map[string]transport.ForwardHandler{
 		methodLeaseRenew:      s.serveLeaseRenew,
+		methodLeaseRenewBatch: s.serveLeaseRenewBatch,
 		methodLeaseTimeToLive: s.serveLeaseTimeToLive,
 		methodMemberPromote:   s.serveMemberPromote,
 		methodMemberStatus:    s.serveMemberStatus,
@@ -52,27 +56,15 @@ func (s *Server) forward(ctx context.Context, to uint64, method string, req mars
 	return decodeReply(reply)
 }
 
-// forwardRenew and forwardTimeToLive take keep-alives and time-to-live
-// queries from a follower to the leader's lease clock over the transport
-// (atLeader).
+// forwardTimeToLive takes a time-to-live query from a follower to the
+// leader's lease clock over the transport (atLeader); keep-alives go in
+// batches (renewBatcher, forward_renew.go).
 //
 // A request that cannot be delivered (the leader just died, or the
 // connection is being re-established) is reported as lease.ErrNotPrimary:
 // no primary lessor answered, so the caller retries with whoever leads
 // next, within its request timeout, exactly as when the leader itself
 // answers that it is not primary yet.
-func (s *Server) forwardRenew(ctx context.Context, leader uint64, id int64) (int64, error) {
-	body, err := s.forward(ctx, leader, methodLeaseRenew, &pb.LeaseKeepAliveRequest{ID: id})
-	if err != nil {
-		return -1, retryableForwardError(err)
-	}
-	var resp pb.LeaseKeepAliveResponse
-	if err := resp.Unmarshal(body); err != nil {
-		return -1, fmt.Errorf("server: decode forwarded keep-alive reply: %w", err)
-	}
-	return resp.TTL, nil
-}
-
 func (s *Server) forwardTimeToLive(ctx context.Context, leader uint64, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
 	body, err := s.forward(ctx, leader, methodLeaseTimeToLive, r)
 	if err != nil {
@@ -86,7 +78,7 @@ func (s *Server) forwardTimeToLive(ctx context.Context, leader uint64, r *pb.Lea
 }
 
 // retryableForwardError turns a delivery failure into lease.ErrNotPrimary
-// (see forwardRenew); an answer from the leader is kept as it is.
+// (see forwardTimeToLive); an answer from the leader is kept as it is.
 func retryableForwardError(err error) error {
 	if isForwardFailure(err) {
 		return fmt.Errorf("%w: %w", lease.ErrNotPrimary, err)

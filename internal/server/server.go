@@ -159,9 +159,11 @@ type Server struct {
 	node    *raftnode.Node
 	applier *applier
 	leases  *memberLeases
-	hub     *watch.Hub  // delivers committed events to watchers
-	auth    *auth.Store // users, roles, tokens; replicated in the store's auth bucket
-	applied appliedIndex
+	// renewals batches the keep-alives this member forwards to the leader.
+	renewals *renewBatcher
+	hub      *watch.Hub  // delivers committed events to watchers
+	auth     *auth.Store // users, roles, tokens; replicated in the store's auth bucket
+	applied  appliedIndex
 	// transport carries raft traffic and forwarded requests to the other
 	// members; peers is what it has been told about them (apply goroutine).
 	transport *transport.Transport
@@ -295,6 +297,7 @@ func (s *Server) openStore() error {
 		return err
 	}
 	s.leases = leases
+	s.renewals = &renewBatcher{s: s}
 	s.kv, err = kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Metrics: cfg.Metrics, Leases: leases.lessor,
 		MaxResponseBytes:  int64(cfg.Client.SendLimit()) - kvstore.ResponseOverheadBytes,
 		MaxResponseMemory: cfg.Memory.Response()})

@@ -1,0 +1,275 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/metastore-io/metastore/internal/lease"
+)
+
+// Keep-alives a follower forwards go to the leader in batches: every
+// keep-alive arriving while a batch is on its way waits for the next one,
+// which carries all of them in one transport request. One batch is in
+// flight per member, so under load the batches grow instead of the
+// requests multiplying; a lone keep-alive goes at once, alone. The leader
+// proves it still leads (a ReadIndex round) once per batch and renews each
+// lease on its own clock: a keep-alive is answered only with a TTL the
+// leader's lessor granted (etcd's rule), or with the leader's error.
+//
+// Wire format (the body of a lease.renewbatch request, and the OK body of
+// its reply), each item prefixed with its length as a uvarint:
+//
+//	request = { len | pb.LeaseKeepAliveRequest }...
+//	reply   = { len | status u8 | body }...    (forward_codec.go's reply, per lease, in request order)
+//
+// For example two keep-alives, leases 7 and 9, where 9 does not exist:
+// request 02 08 07 | 02 08 09; reply 05 00 08 07 10 3c | 10 01 "lease not found".
+
+// maxRenewBatch bounds the keep-alives of one forwarded batch (some 12
+// bytes each, far below the transport's forward size limit).
+const maxRenewBatch = 4096
+
+// renewBatcher coalesces the keep-alives this member forwards.
+//
+// Lock order: mu is a leaf lock.
+type renewBatcher struct {
+	s        *Server
+	mu       sync.Mutex
+	pending  []*batchedRenew
+	flushing bool // a flush goroutine is running
+	// batches counts the batches sent (tests read it).
+	batches atomic.Uint64
+}
+
+// batchedRenew is one keep-alive waiting for its batch's answer.
+type batchedRenew struct {
+	leader uint64
+	id     int64
+	done   chan struct{} // closed once ttl and err are set
+	ttl    int64
+	err    error
+}
+
+// renew forwards a keep-alive of lease id to leader with the next batch
+// and returns the leader's answer.
+func (b *renewBatcher) renew(ctx context.Context, leader uint64, id int64) (int64, error) {
+	r := &batchedRenew{leader: leader, id: id, done: make(chan struct{})}
+	b.mu.Lock()
+	b.pending = append(b.pending, r)
+	start := !b.flushing
+	b.flushing = true
+	b.mu.Unlock()
+	if start {
+		if err := b.s.spawn(b.flush); err != nil {
+			b.mu.Lock()
+			b.flushing = false
+			b.mu.Unlock()
+			return -1, err
+		}
+	}
+	select {
+	case <-r.done:
+		return r.ttl, r.err
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+// flush sends batches until none is pending.
+func (b *renewBatcher) flush() {
+	for {
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.flushing = false
+			b.mu.Unlock()
+			return
+		}
+		batch := b.takeLocked()
+		b.mu.Unlock()
+		b.send(batch)
+	}
+}
+
+// takeLocked removes the next batch from pending: up to maxRenewBatch
+// keep-alives for the leader of the oldest one (a leader change leaves
+// the others for the next batch).
+func (b *renewBatcher) takeLocked() []*batchedRenew {
+	leader := b.pending[0].leader
+	var batch []*batchedRenew
+	rest := b.pending[:0]
+	for _, r := range b.pending {
+		if r.leader == leader && len(batch) < maxRenewBatch {
+			batch = append(batch, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	clear(b.pending[len(rest):])
+	b.pending = rest
+	return batch
+}
+
+// send forwards one batch and hands each keep-alive its answer.
+func (b *renewBatcher) send(batch []*batchedRenew) {
+	s := b.s
+	ids := make([]int64, len(batch))
+	for i, r := range batch {
+		ids[i] = r.id
+	}
+	// The batch outlives the callers that gave up; it ends within the
+	// request timeout, or when the member stops (Stop waits for it).
+	ctx, cancel := context.WithTimeout(context.Background(), s.reqTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	b.batches.Add(1)
+	answers, err := b.forward(ctx, batch[0].leader, ids)
+	for i, r := range batch {
+		if err != nil {
+			r.ttl, r.err = -1, err
+		} else {
+			r.ttl, r.err = answers[i].ttl, answers[i].err
+		}
+		close(r.done)
+	}
+}
+
+// renewAnswer is the leader's answer to one keep-alive of a batch.
+type renewAnswer struct {
+	ttl int64
+	err error
+}
+
+func (b *renewBatcher) forward(ctx context.Context, leader uint64, ids []int64) ([]renewAnswer, error) {
+	reply, err := b.s.transport.Forward(ctx, leader, methodLeaseRenewBatch, encodeRenewBatch(ids))
+	if err != nil {
+		return nil, retryableForwardError(fmt.Errorf("%w: %s to member %x: %w", errForwardFailed, methodLeaseRenewBatch, leader, err))
+	}
+	body, err := decodeReply(reply)
+	if err != nil {
+		return nil, err
+	}
+	items, err := splitDelimited(body)
+	if err != nil || len(items) != len(ids) {
+		return nil, fmt.Errorf("%w: %d keep-alive answers for %d keep-alives (%v)", errMalformedReply, len(items), len(ids), err)
+	}
+	answers := make([]renewAnswer, len(ids))
+	for i, item := range items {
+		answers[i].ttl = -1
+		body, err := decodeReply(item)
+		if err != nil {
+			answers[i].err = err
+			continue
+		}
+		var resp pb.LeaseKeepAliveResponse
+		if err := resp.Unmarshal(body); err != nil {
+			answers[i].err = fmt.Errorf("server: decode forwarded keep-alive reply: %w", err)
+			continue
+		}
+		answers[i].ttl = resp.TTL
+	}
+	return answers, nil
+}
+
+// serveLeaseRenewBatch is the leader's side of a forwarded batch: one
+// ReadIndex round proves this member leads and has applied every grant
+// and revoke committed before; then each lease is renewed on its clock.
+// The renewals run side by side: a keep-alive of an expired lease waits
+// for its revocation and must not hold up the rest of the batch.
+func (s *Server) serveLeaseRenewBatch(ctx context.Context, data []byte) ([]byte, error) {
+	ids, err := decodeRenewBatch(data)
+	if err != nil {
+		return encodeReply(nil, fmt.Errorf("server: decode forwarded keep-alives: %w", err)), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	replies := make([][]byte, len(ids))
+	if s.node.Status().Leader != s.id || s.node.LinearizableRead(ctx) != nil {
+		notPrimary := encodeReply(nil, lease.ErrNotPrimary)
+		for i := range replies {
+			replies[i] = notPrimary
+		}
+		return encodeReply(appendDelimited(nil, replies), nil), nil
+	}
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ttl, err := s.leases.lessor.Renew(ctx, id)
+			replies[i] = encodeMessageReply(&pb.LeaseKeepAliveResponse{ID: id, TTL: ttl}, err)
+		}()
+	}
+	wg.Wait()
+	return encodeReply(appendDelimited(nil, replies), nil), nil
+}
+
+// encodeRenewBatch encodes the request of a batch.
+func encodeRenewBatch(ids []int64) []byte {
+	items := make([][]byte, len(ids))
+	for i, id := range ids {
+		// Marshalling a LeaseKeepAliveRequest cannot fail.
+		items[i], _ = (&pb.LeaseKeepAliveRequest{ID: id}).Marshal()
+	}
+	return appendDelimited(nil, items)
+}
+
+// decodeRenewBatch decodes the request of a batch.
+func decodeRenewBatch(data []byte) ([]int64, error) {
+	items, err := splitDelimited(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) > maxRenewBatch {
+		return nil, fmt.Errorf("%d keep-alives in one batch, over %d", len(items), maxRenewBatch)
+	}
+	ids := make([]int64, len(items))
+	for i, item := range items {
+		var r pb.LeaseKeepAliveRequest
+		if err := r.Unmarshal(item); err != nil {
+			return nil, fmt.Errorf("keep-alive %d: %w", i, err)
+		}
+		ids[i] = r.ID
+	}
+	return ids, nil
+}
+
+func appendDelimited(dst []byte, items [][]byte) []byte {
+	for _, item := range items {
+		dst = binary.AppendUvarint(dst, uint64(len(item)))
+		dst = append(dst, item...)
+	}
+	return dst
+}
+
+var errTruncatedItem = errors.New("length-delimited item runs past the end")
+
+// splitDelimited splits data into its length-prefixed items (sharing
+// data's bytes).
+func splitDelimited(data []byte) ([][]byte, error) {
+	var items [][]byte
+	for len(data) > 0 {
+		n, k := binary.Uvarint(data)
+		if k <= 0 {
+			return nil, fmt.Errorf("bad item length at item %d", len(items))
+		}
+		data = data[k:]
+		if n > uint64(len(data)) {
+			return nil, fmt.Errorf("item %d: %w", len(items), errTruncatedItem)
+		}
+		items = append(items, data[:n])
+		data = data[n:]
+	}
+	return items, nil
+}

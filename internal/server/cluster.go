@@ -169,6 +169,12 @@ func (s *Server) promoteAsLeader(ctx context.Context, id uint64) ([]*membershipp
 	if s.node.Status().Leader != s.id {
 		return nil, ErrNotLeader
 	}
+	// The membership read below must hold every change committed before
+	// this request (a learner whose addition a follower already answered
+	// may not be applied here yet).
+	if err := s.LinearizableRead(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.cluster.ValidatePromote(id); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/lease"
 )
@@ -153,6 +155,11 @@ type renewAnswer struct {
 
 func (b *renewBatcher) forward(ctx context.Context, leader uint64, ids []int64) ([]renewAnswer, error) {
 	reply, err := b.s.transport.Forward(ctx, leader, methodLeaseRenewBatch, encodeRenewBatch(ids))
+	if status.Code(err) == codes.Unimplemented {
+		// A leader of an earlier build (a rolling upgrade) knows only
+		// single keep-alives.
+		return b.forwardEach(ctx, leader, ids), nil
+	}
 	if err != nil {
 		return nil, retryableForwardError(fmt.Errorf("%w: %s to member %x: %w", errForwardFailed, methodLeaseRenewBatch, leader, err))
 	}
@@ -180,6 +187,33 @@ func (b *renewBatcher) forward(ctx context.Context, leader uint64, ids []int64) 
 		answers[i].ttl = resp.TTL
 	}
 	return answers, nil
+}
+
+// forwardEach forwards the keep-alives of a batch one by one, side by
+// side, as members of earlier builds did (methodLeaseRenew).
+func (b *renewBatcher) forwardEach(ctx context.Context, leader uint64, ids []int64) []renewAnswer {
+	answers := make([]renewAnswer, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i].ttl = -1
+			body, err := b.s.forward(ctx, leader, methodLeaseRenew, &pb.LeaseKeepAliveRequest{ID: id})
+			if err != nil {
+				answers[i].err = retryableForwardError(err)
+				return
+			}
+			var resp pb.LeaseKeepAliveResponse
+			if err := resp.Unmarshal(body); err != nil {
+				answers[i].err = fmt.Errorf("server: decode forwarded keep-alive reply: %w", err)
+				return
+			}
+			answers[i].ttl = resp.TTL
+		}()
+	}
+	wg.Wait()
+	return answers
 }
 
 // serveLeaseRenewBatch is the leader's side of a forwarded batch: one

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/lease"
 )
@@ -103,4 +106,44 @@ func TestFollowerBatchesKeepAlives(t *testing.T) {
 		t.Fatalf("%d keep-alives went in %d batches", total, sent)
 	}
 	t.Logf("%d keep-alives in %d forwarded batches", rounds*(len(ids)+1), sent)
+}
+
+// TestKeepAliveToLeaderOfEarlierBuild: a leader of an earlier build
+// answers the batch method Unimplemented (it has no handler for it); the
+// follower falls back to forwarding each keep-alive alone, so leases keep
+// living through a rolling upgrade.
+func TestKeepAliveToLeaderOfEarlierBuild(t *testing.T) {
+	ms := startTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	leader := leaderOf(t, ms)
+	follower := testMembersExcept(ms, leader)[0]
+	var refused atomic.Int64
+	if err := leader.srv.transport.RegisterForwardHandler(methodLeaseRenewBatch, func(context.Context, []byte) ([]byte, error) {
+		refused.Add(1)
+		return nil, status.Errorf(codes.Unimplemented, "no forward handler for method %q", methodLeaseRenewBatch)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := follower.srv.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ttl, err := follower.srv.LeaseRenew(ctx, g.ID); err != nil || ttl != 30 {
+				t.Errorf("keep-alive through a leader without batches: ttl %d, %v; want 30", ttl, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if _, err := follower.srv.LeaseRenew(ctx, g.ID+1000); !errors.Is(err, lease.ErrLeaseNotFound) {
+		t.Errorf("keep-alive of an unknown lease through a leader without batches: %v, want ErrLeaseNotFound", err)
+	}
+	if refused.Load() == 0 {
+		t.Fatal("the follower never tried the batch method: the test did not exercise the fallback")
+	}
 }

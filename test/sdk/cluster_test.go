@@ -171,6 +171,22 @@ func testSessionExpiryOnPausedMember(t *testing.T, e *env) {
 	if err := frozen.Resume(); err != nil {
 		t.Fatal(err)
 	}
+	// The waiter's last reads go to the resumed member: let it serve a
+	// linearizable read again first (etcd answered one sent right after
+	// SIGCONT with "request timed out" in a CI run).
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cliFrozen.Get(rctx, pfx+"/probe")
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the resumed member never served a read: %v", err)
+		case <-time.After(50 * time.Millisecond): // retry pace
+		}
+	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-
-	"go.etcd.io/raft/v3"
 )
 
 // storedLogBytes sums the entries in n's in-memory log, for checking
@@ -118,24 +116,8 @@ func TestLogBytesStayWithinBudget(t *testing.T) {
 // MaxLogBytes/2 of entries for followers, so one that missed more is sent
 // a snapshot, however few entries that is.
 func TestLaggingFollowerBeyondLogBudgetGetsSnapshot(t *testing.T) {
-	ids := []uint64{1, 2, 3}
-	net := newMemNetwork(t, ids...)
-	nodes := map[uint64]*Node{}
-	sms := map[uint64]*fakeSM{}
-	peers := []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}
-	for _, id := range ids {
-		cfg := testConfig(t, t.TempDir())
-		cfg.ID = id
-		cfg.Peers = peers
-		cfg.Transport = net.transport(id)
-		cfg.Logger = cfg.Logger.With("test_member", id)
-		cfg.ElectionTicks = 50 // see startCluster
-		cfg.MaxLogBytes = 64 << 10
-		sms[id] = newFakeSM()
-		nodes[id] = mustStart(t, cfg, sms[id])
-		net.attach(nodes[id])
-	}
-	c := &testCluster{net: net, nodes: nodes}
+	c := startCluster(t, func(cfg *Config) { cfg.MaxLogBytes = 64 << 10 })
+	net, nodes, sms := c.net, c.nodes, c.sms
 	lead := c.agreedLeader(t)
 	lagging := c.follower(lead)
 	net.isolate(lagging, true)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -94,16 +93,11 @@ func TestAuthCommonNameIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.Member(0).HTTPClient(t).Do(req)
+	code, body, err := doHTTPOn(c.Member(0).HTTPClient(t), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusBadRequest || string(body) != "CommonName of client sending a request against gateway will be ignored and not used as expected\n" {
-		t.Fatalf("gateway with a root certificate and no token: %d %s", resp.StatusCode, body)
+	if code != http.StatusBadRequest || body != "CommonName of client sending a request against gateway will be ignored and not used as expected\n" {
+		t.Fatalf("gateway with a root certificate and no token: %d %s", code, body)
 	}
 }

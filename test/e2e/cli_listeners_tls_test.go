@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,13 +59,7 @@ func TestClientHTTPURLsTLS(t *testing.T) {
 		if err != nil {
 			return 0, "", err
 		}
-		resp, err := h2.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), err
+		return doHTTPOn(h2, req)
 	}
 	cli := grpcClient(client)
 	m.pollUntil(ctx, func(ctx context.Context) error {
@@ -85,14 +78,8 @@ func TestClientHTTPURLsTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := h2.Do(req)
-	if err != nil {
-		t.Fatalf("gateway range on the HTTP URL: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"count":"1"`) {
-		t.Errorf("gateway range on the HTTP URL: %d %s", resp.StatusCode, body)
+	if code, body, err := doHTTPOn(h2, req); err != nil || code != http.StatusOK || !strings.Contains(body, `"count":"1"`) {
+		t.Errorf("gateway range on the HTTP URL: %d %s %v", code, body, err)
 	}
 	if code, body, err := get(ctx, client+"/health"); err == nil && code != http.StatusUnsupportedMediaType {
 		t.Errorf("HTTP/2 /health on the gRPC-only client URL: %d %s, want the gRPC server's 415", code, body)

@@ -188,7 +188,12 @@ func httpGet(ctx context.Context, url string) (int, string, error) {
 }
 
 func doHTTP(req *http.Request) (int, string, error) {
-	resp, err := http.DefaultClient.Do(req)
+	return doHTTPOn(http.DefaultClient, req)
+}
+
+// doHTTPOn sends req with client and returns the status code and body.
+func doHTTPOn(client *http.Client, req *http.Request) (int, string, error) {
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, "", err
 	}

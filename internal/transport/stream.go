@@ -31,6 +31,9 @@ func (p *peer) runStream() {
 		if p.ctx.Err() != nil {
 			return
 		}
+		// The status is updated before the log line so that whoever sees
+		// the line also sees the error in PeerStatus.
+		p.setLastError(err)
 		if connected {
 			bo.reset()
 			failures = 0
@@ -50,7 +53,6 @@ func (p *peer) runStream() {
 			}
 			p.logEvent(kind, level, "cannot open message stream to peer", "url", url, "attempt", failures, "err", err)
 		}
-		p.setLastError(err)
 		timer := time.NewTimer(bo.next())
 		select {
 		case <-p.ctx.Done():

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/metastore-io/metastore/internal/kvstore/kvstoretest"
+	"github.com/metastore-io/metastore/test/framework"
 )
 
 // EnvEtcdBinary names the environment variable that overrides where the
@@ -66,19 +66,13 @@ type etcd struct {
 	watch  pb.WatchClient
 }
 
-// freePort returns a TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startEtcd starts a single-member etcd with a fresh data directory and
-// connects to it; t's cleanup stops it. It retries a few times, since a
-// port found free may be taken before etcd binds it.
+// connects to it; t's cleanup stops it. Its ports are reserved through
+// the e2e framework (outside the kernel's ephemeral range, locked against
+// every other test process until t ends): a port taken from 127.0.0.1:0
+// and closed could be bound meanwhile by another package's server, which
+// waitReady would then take for etcd. It retries a few times, since a
+// process outside the framework may still bind a reserved port.
 func startEtcd(t *testing.T, binary string) *etcd {
 	t.Helper()
 	var err error
@@ -94,14 +88,8 @@ func startEtcd(t *testing.T, binary string) *etcd {
 }
 
 func tryStartEtcd(t *testing.T, binary string, attempt int) (*etcd, error) {
-	clientPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	peerPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+	ports := framework.ReservePorts(t, 2)
+	clientPort, peerPort := ports[0], ports[1]
 	dir := t.TempDir()
 	clientURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)

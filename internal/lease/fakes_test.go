@@ -244,30 +244,46 @@ func (p *fakeProposer) ConfirmLeadership(context.Context) bool {
 	return !p.notLeader
 }
 
+// ProposeRevoke runs onRevoke (which may apply the entry) before it
+// records the proposal, as a proposal returns only once applied: a test
+// that waits for the record may then read what the entry changed.
 func (p *fakeProposer) ProposeRevoke(_ context.Context, id int64) error {
 	p.mu.Lock()
-	p.revokes = append(p.revokes, id)
 	f := p.onRevoke
-	close(p.changed)
-	p.changed = make(chan struct{})
 	p.mu.Unlock()
+	var err error
 	if f != nil {
-		return f(id)
+		err = f(id)
 	}
-	return nil
+	p.mu.Lock()
+	p.revokes = append(p.revokes, id)
+	p.signalLocked()
+	p.mu.Unlock()
+	return err
 }
 
+// ProposeCheckpoint runs onCP before it records the proposal, for the
+// same reason as ProposeRevoke (TestElectionDoesNotRenewForever read the
+// follower's TTL after the record and before onCP applied the entry).
 func (p *fakeProposer) ProposeCheckpoint(_ context.Context, cps []*pb.LeaseCheckpoint) error {
 	p.mu.Lock()
-	p.checkpoints = append(p.checkpoints, cps)
 	f := p.onCP
+	p.mu.Unlock()
+	var err error
+	if f != nil {
+		err = f(cps)
+	}
+	p.mu.Lock()
+	p.checkpoints = append(p.checkpoints, cps)
+	p.signalLocked()
+	p.mu.Unlock()
+	return err
+}
+
+// signalLocked wakes waitFor; p.mu must be held.
+func (p *fakeProposer) signalLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
-	p.mu.Unlock()
-	if f != nil {
-		return f(cps)
-	}
-	return nil
 }
 
 // waitFor blocks until cond (evaluated under p.mu) holds.

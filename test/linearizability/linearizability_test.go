@@ -18,7 +18,7 @@ import (
 var (
 	duration   = flag.Duration("lin.duration", 60*time.Second, "how long clients run under the nemesis")
 	seedFlag   = flag.Uint64("lin.seed", 0, "seed of the clients' and the nemesis' choices (0: from the clock)")
-	faultsFlag = flag.String("lin.faults", "all", "the nemesis' faults: all, or a comma-separated list of kill, pause, isolate, membership")
+	faultsFlag = flag.String("lin.faults", "all", "the nemesis' faults: all, or a comma-separated list of kill, pause, isolate, membership, tornwal, truncsnap, lostdata, diskfull")
 )
 
 const (
@@ -44,13 +44,18 @@ func TestLinearizability(t *testing.T) {
 	t.Logf("seed %d (rerun with -lin.seed=%d), duration %v, faults %s", seed, seed, *duration, *faultsFlag)
 	ctx, cancel := context.WithTimeout(t.Context(), *duration+recoveryTimeout)
 	defer cancel()
-	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, PeerProxies: true, SnapshotCount: snapshotCount})
+	disk, err := newDiskFaults(t, faults, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, PeerProxies: true, SnapshotCount: snapshotCount, PrepareDataDir: disk.prepareDataDir()})
 	clusterID := readClusterID(ctx, t, c)
 	var ms *membership
-	if slices.Contains(faults, faultReconfigure) {
-		// Adds a fourth slot, outside the cluster until the nemesis
-		// adds it: clients and watchers are bound to it too.
-		if ms, err = newMembership(ctx, t, c, seed); err != nil {
+	if reconfig := slices.Contains(faults, faultReconfigure); reconfig || slices.ContainsFunc(faults, isDiskFault) {
+		// The membership fault adds a fourth slot, outside the cluster
+		// until the nemesis adds it: clients and watchers are bound
+		// to it too.
+		if ms, err = newMembership(ctx, t, c, seed, reconfig); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +86,7 @@ func TestLinearizability(t *testing.T) {
 
 	runCtx, stopRun := context.WithTimeout(ctx, *duration)
 	defer stopRun()
-	nem := newNemesis(t, c, faults, ms, seed)
+	nem := newNemesis(t, c, faults, ms, disk, seed)
 	nemErr := make(chan error, 1)
 	go func() { nemErr <- nem.run(runCtx) }()
 	var wg sync.WaitGroup

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,18 +57,25 @@ type membership struct {
 	adds     int
 	promotes int
 	removes  int
+	replaced int // by the disk faults (replace)
 }
 
-// newMembership prepares the fourth slot (not started) beside a running
-// 3-member cluster and learns the members' IDs.
-func newMembership(ctx context.Context, t *testing.T, c *framework.Cluster, seed uint64) (*membership, error) {
-	spare, err := c.NewJoiningMember(fmt.Sprintf("m%d", len(c.Members())))
-	if err != nil {
-		return nil, err
-	}
+// newMembership learns the members' IDs of a running 3-member cluster and,
+// with spare (the membership fault), prepares a fourth slot (not started)
+// beside it. Without spare it serves the disk faults' replacements only
+// (replace).
+func newMembership(ctx context.Context, t *testing.T, c *framework.Cluster, seed uint64, spare bool) (*membership, error) {
+	inCluster := len(c.Members())
 	cli := c.NewClient(t)
-	ms := &membership{cluster: c, cli: cli, rng: rand.New(rand.NewPCG(seed, 0x6d656d)), ids: map[string]uint64{}, outsider: spare.Name()}
-	err = ms.retry(ctx, "member list", func(ctx context.Context) error {
+	ms := &membership{cluster: c, cli: cli, rng: rand.New(rand.NewPCG(seed, 0x6d656d)), ids: map[string]uint64{}}
+	if spare {
+		m, err := c.NewJoiningMember(fmt.Sprintf("m%d", inCluster))
+		if err != nil {
+			return nil, err
+		}
+		ms.outsider = m.Name()
+	}
+	err := ms.retry(ctx, "member list", func(ctx context.Context) error {
 		resp, err := cli.MemberList(ctx)
 		if err != nil {
 			return err
@@ -79,8 +88,8 @@ func newMembership(ctx context.Context, t *testing.T, c *framework.Cluster, seed
 	if err != nil {
 		return nil, err
 	}
-	if len(ms.ids) != len(c.Members())-1 {
-		return nil, fmt.Errorf("member list names %d members, want %d", len(ms.ids), len(c.Members())-1)
+	if len(ms.ids) != inCluster {
+		return nil, fmt.Errorf("member list names %d members, want %d", len(ms.ids), inCluster)
 	}
 	return ms, nil
 }
@@ -132,12 +141,31 @@ func (ms *membership) settle(ctx context.Context) error {
 
 func (ms *membership) addLearner(ctx context.Context) error {
 	m := ms.member(ms.outsider)
-	if err := os.RemoveAll(m.DataDir()); err != nil {
+	if err := wipeDataDir(m.DataDir()); err != nil {
 		return fmt.Errorf("wipe %s's data dir: %w", m.Name(), err)
 	}
+	if err := ms.add(ctx, m, true); err != nil {
+		return err
+	}
+	ms.learner, ms.outsider = m.Name(), ""
+	ms.adds++
+	return ms.join(m)
+}
+
+// add announces m's peer URL with member add (--learner if asLearner) and
+// records its new ID.
+func (ms *membership) add(ctx context.Context, m *framework.Member, asLearner bool) error {
+	what := "member add " + m.Name()
+	if asLearner {
+		what = "member add --learner " + m.Name()
+	}
 	var id uint64
-	err := ms.retry(ctx, "member add --learner "+m.Name(), func(ctx context.Context) error {
-		resp, err := ms.cli.MemberAddAsLearner(ctx, []string{m.PeerURL()})
+	err := ms.retry(ctx, what, func(ctx context.Context) error {
+		add := ms.cli.MemberAdd
+		if asLearner {
+			add = ms.cli.MemberAddAsLearner
+		}
+		resp, err := add(ctx, []string{m.PeerURL()})
 		if errors.Is(err, rpctypes.ErrPeerURLExist) {
 			// An earlier attempt took effect without its answer arriving.
 			id, err = ms.idOf(ctx, m.PeerURL())
@@ -153,13 +181,68 @@ func (ms *membership) addLearner(ctx context.Context) error {
 		return err
 	}
 	ms.ids[m.Name()] = id
-	ms.learner, ms.outsider = m.Name(), ""
-	ms.adds++
+	return nil
+}
+
+// join starts m, just added, on an empty data dir with the cluster's
+// members (m included) as its --initial-cluster.
+func (ms *membership) join(m *framework.Member) error {
 	var initial []string
 	for _, in := range ms.members() {
 		initial = append(initial, in.Name()+"="+in.PeerURL())
 	}
 	return m.Join(strings.Join(initial, ","))
+}
+
+// replace brings back a member whose data is gone or unusable the way an
+// operator does: stop it, wipe its data dir, member remove it, member add
+// it again (as a learner if it was one) and start it with
+// --initial-cluster-state=existing; it catches up from the leader, by
+// snapshot.
+func (ms *membership) replace(ctx context.Context, name string) error {
+	m := ms.member(name)
+	if m.Running() {
+		if _, err := m.Kill(); err != nil && m.Running() {
+			return err
+		}
+	}
+	if err := wipeDataDir(m.DataDir()); err != nil {
+		return fmt.Errorf("wipe %s's data dir: %w", name, err)
+	}
+	err := ms.retry(ctx, "member remove "+name, func(ctx context.Context) error {
+		_, err := ms.cli.MemberRemove(ctx, ms.ids[name])
+		if errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return nil // an earlier attempt took effect
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	delete(ms.ids, name)
+	if err := ms.add(ctx, m, ms.learner == name); err != nil {
+		return err // fails the test: the slot is left outside the cluster
+	}
+	ms.replaced++
+	return ms.join(m)
+}
+
+// wipeDataDir empties a member's data dir, keeping the directory itself:
+// it may be a mount point (the diskfull fault's tmpfs).
+func wipeDataDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // idOf finds the member ID announced for peerURL.

@@ -20,12 +20,17 @@ const (
 	faultPause
 	faultIsolate
 	faultReconfigure
+	// The disk faults (nemesis_disk.go).
+	faultTornWAL
+	faultTruncSnap
+	faultLostData
+	faultDiskFull
 	faultCount
 )
 
 // faultNames are the faults' names in -lin.faults (and make
 // test-faults-long FAULT=...).
-var faultNames = [...]string{"kill", "pause", "isolate", "membership"}
+var faultNames = [...]string{"kill", "pause", "isolate", "membership", "tornwal", "truncsnap", "lostdata", "diskfull"}
 
 func (f fault) String() string { return faultNames[f] }
 
@@ -67,14 +72,16 @@ type nemesis struct {
 	cluster *framework.Cluster
 	faults  []fault
 	rng     *rand.Rand
-	// ms drives faultReconfigure and says which slots are in the
-	// cluster; nil without that fault (every slot is then a member).
+	// ms drives faultReconfigure, replaces members for the disk faults
+	// and says which slots are in the cluster; nil without those faults
+	// (every slot is then a member).
 	ms     *membership
+	disk   *diskFaults
 	counts [faultCount]int
 }
 
-func newNemesis(t *testing.T, c *framework.Cluster, faults []fault, ms *membership, seed uint64) *nemesis {
-	return &nemesis{t: t, cluster: c, faults: faults, ms: ms, rng: rand.New(rand.NewPCG(seed, 0x6e656d))}
+func newNemesis(t *testing.T, c *framework.Cluster, faults []fault, ms *membership, disk *diskFaults, seed uint64) *nemesis {
+	return &nemesis{t: t, cluster: c, faults: faults, ms: ms, disk: disk, rng: rand.New(rand.NewPCG(seed, 0x6e656d))}
 }
 
 // members are the members the nemesis may injure: those in the cluster.
@@ -139,6 +146,8 @@ func (n *nemesis) inject(ctx context.Context, f fault) error {
 		n.cluster.Network().Isolate(m.Name())
 		sleepCtx(ctx, hold)
 		n.cluster.Network().Heal(m.Name())
+	default:
+		return n.disk.inject(ctx, f, m, n.ms, hold)
 	}
 	return nil
 }
@@ -146,8 +155,11 @@ func (n *nemesis) inject(ctx context.Context, f fault) error {
 // summary says how often each fault was injected.
 func (n *nemesis) summary() string {
 	s := fmt.Sprintf("%d kills, %d pauses, %d isolations", n.counts[faultKill], n.counts[faultPause], n.counts[faultIsolate])
-	if n.ms != nil {
+	if slices.Contains(n.faults, faultReconfigure) {
 		s += ", " + n.ms.summary()
+	}
+	if d := n.disk.summary(n.counts); d != "" {
+		s += ", " + d
 	}
 	return s
 }

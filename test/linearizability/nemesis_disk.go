@@ -17,6 +17,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"go.uber.org/zap"
+
 	"github.com/metastore-io/metastore/test/framework"
 )
 
@@ -217,7 +219,7 @@ func waitUp(ctx context.Context, m *framework.Member, learner bool) error {
 	if !learner {
 		return m.WaitReady(ctx)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint()}, DialTimeout: framework.DefaultDialTimeout})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint()}, DialTimeout: framework.DefaultDialTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}
@@ -276,7 +278,7 @@ func namesFullDisk(log string) bool {
 // so no revision is spent); it returns the read's error and a description
 // of the write's outcome.
 func probeFullMember(ctx context.Context, m *framework.Member) (readErr error, write string) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint()}, DialTimeout: framework.DefaultDialTimeout})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint()}, DialTimeout: framework.DefaultDialTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		return err, "no client"
 	}
@@ -309,11 +311,11 @@ func (d *diskFaults) diskFull(ctx, rctx context.Context, m *framework.Member, le
 		return err
 	}
 	full := time.Now()
-	readErr, write := errors.New("not probed: the member had stopped"), "not probed"
-	select {
-	case <-m.Exited():
-	default:
-		readErr, write = probeFullMember(ctx, m)
+	readErr, write := probeFullMember(ctx, m)
+	probes := fmt.Sprintf("serializable read %s, %s", errOrOK(readErr), write)
+	if !m.Running() {
+		// It found the disk full before or while being probed.
+		readErr, probes = nil, "stopped before the probes were answered"
 	}
 	// Hold the disk full, topping the filler up as the member frees space
 	// (old snapshots, released segments), until the hold ends or the
@@ -326,28 +328,36 @@ func (d *diskFaults) diskFull(ctx, rctx context.Context, m *framework.Member, le
 			return errors.Join(err, filler.remove())
 		}
 	}
-	stopped := !m.Running()
+	running := m.Running()
 	if err := filler.remove(); err != nil {
 		return err
 	}
-	d.t.Logf("nemesis: diskfull %s: filled %d MiB; while full: read %v, %s; %s",
-		m.Name(), filler.size>>20, errOrOK(readErr), write, map[bool]string{true: "stopped", false: "kept running"}[stopped])
-	if stopped {
-		if !namesFullDisk(logSince(m, from)) {
-			return fmt.Errorf("%s stopped on a full disk without saying %q in its log", m.Name(), noSpaceLog)
+	d.t.Logf("nemesis: diskfull %s: filled %d MiB; while full: %s; %s at the end",
+		m.Name(), filler.size>>20, probes, map[bool]string{true: "running", false: "stopped"}[running])
+	if running {
+		// Running still, or the write that found the disk full came
+		// late and the member is on its way out.
+		upErr := waitUp(rctx, m, learner)
+		if upErr == nil {
+			if readErr != nil {
+				return fmt.Errorf("%s kept running on a full disk but served no read: %w", m.Name(), readErr)
+			}
+			d.fullServing++
+			return nil
 		}
-		d.fullStopped++
-		if err := m.Start(); err != nil {
-			return fmt.Errorf("restart %s once its disk has space again: %w", m.Name(), err)
+		if m.Running() {
+			return fmt.Errorf("%s does not serve once its disk has space again: %w", m.Name(), upErr)
 		}
-	} else {
-		if readErr != nil {
-			return fmt.Errorf("%s kept running on a full disk but served no read: %w", m.Name(), readErr)
-		}
-		d.fullServing++
+	}
+	if !namesFullDisk(logSince(m, from)) {
+		return fmt.Errorf("%s stopped on a full disk without saying %q in its log", m.Name(), noSpaceLog)
+	}
+	d.fullStopped++
+	if err := m.Start(); err != nil {
+		return fmt.Errorf("restart %s once its disk has space again: %w", m.Name(), err)
 	}
 	if err := waitUp(rctx, m, learner); err != nil {
-		return fmt.Errorf("%s does not serve once its disk has space again: %w", m.Name(), err)
+		return fmt.Errorf("%s does not serve after a restart once its disk has space again: %w", m.Name(), err)
 	}
 	return nil
 }

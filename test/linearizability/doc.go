@@ -26,7 +26,25 @@
 // (membership.go): add a fourth member as a learner, promote it, remove a
 // random voter (the leader too), re-add that slot on a wiped data dir, so
 // the cluster moves between 3 and 4 voters and never loses its quorum to
-// the one injured member. -lin.faults picks the faults (default all). At
+// the one injured member. The disk faults (nemesis_disk.go) damage what a
+// member keeps on disk: tornwal kills it and leaves a torn, never
+// acknowledged record after the last complete one in its newest WAL
+// segment, in the target's own format (waltail.go: a partial header, a
+// partial payload, zeros, a record torn at a sector boundary, garbage);
+// the restarted member must log that it dropped the tail and serve again.
+// truncsnap kills it and cuts its newest member/snap/*.snap short: it
+// recovers (etcd falls back to an older snapshot) or refuses to start
+// naming the file (MetaStore), and is then replaced as an operator would:
+// data dir wiped, member remove, member add, started with
+// --initial-cluster-state=existing (membership.replace). lostdata kills it,
+// deletes its data dir and replaces it; it catches up by snapshot.
+// diskfull (root only: each data dir is a tmpfs of its own from the start,
+// diskfull.go; skipped with a log line otherwise) fills the rest of one
+// member's tmpfs for the hold time: the member keeps serving reads or
+// stops with "no space left on device" in its log (both targets stop at
+// their next WAL write), and is restarted once the space is back. A member
+// that does otherwise fails the test. -lin.faults picks the faults
+// (default all). At
 // the end every member is healed and running again, a pending learner is
 // promoted, and a final read of every key through every member of the
 // cluster joins the history.
@@ -59,9 +77,12 @@
 // seconds. A violation
 // writes porcupine's HTML visualisation next to the test's log and fails.
 //
-// `make test` runs 60 s (the default of -lin.duration); `make
-// test-linearizability-long` runs 10 minutes, and `make test-faults-long
-// FAULT=... ENGINE=... DURATION=...` one fault at a time; each run ends
-// with a summary line (operations, faults injected, verdict). Like the e2e suite it runs
+// `make test` runs 60 s (the default of -lin.duration) on the memory
+// engine and 30 s on RocksDB, under all eight faults (a disk fault costs
+// about what a kill does, a replacement some seconds of catching up);
+// `make test-linearizability-long` runs 10 minutes, and `make
+// test-faults-long FAULT=... ENGINE=... DURATION=...` one fault at a
+// time; each run ends with a summary line (operations, faults injected
+// and what the disk faults found, verdict). Like the e2e suite it runs
 // against E2E_TARGET (metastore or etcd): etcd passing validates the test.
 package linearizability

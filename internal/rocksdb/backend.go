@@ -11,6 +11,7 @@ import (
 
 	"github.com/linxGnu/grocksdb"
 
+	"github.com/metastore-io/metastore/internal/diskfault"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -162,6 +163,15 @@ func (b *Backend) acquire() (*generation, error) {
 	}
 }
 
+// flushWAL writes RocksDB's WAL buffer out and fsyncs it (FlushWAL with
+// sync), through the disk-fault seam.
+func (g *generation) flushWAL() error {
+	if err := diskfault.BeforeSync(g.path); err != nil {
+		return err
+	}
+	return g.db.FlushWAL(true)
+}
+
 func (g *generation) tryRef() bool {
 	for n := g.refs.Load(); n > 0; n = g.refs.Load() {
 		if g.refs.CompareAndSwap(n, n+1) {
@@ -211,7 +221,7 @@ func (b *Backend) Sync() error {
 		return err
 	}
 	defer gen.unref()
-	if err := gen.db.FlushWAL(true); err != nil {
+	if err := gen.flushWAL(); err != nil {
 		return fmt.Errorf("rocksdb sync: %w", err)
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"runtime"
 
 	"github.com/linxGnu/grocksdb"
+
+	"github.com/metastore-io/metastore/internal/diskfault"
 )
 
 var errBatchDone = errors.New("rocksdb: batch already committed")
@@ -126,6 +128,9 @@ func (bt *batch) Commit() error {
 		return nil
 	}
 	gen := bt.b.current.Load()
+	if err := diskfault.BeforeWrite(gen.path); err != nil {
+		return fmt.Errorf("rocksdb commit of %d operations: %w", bt.ops, err)
+	}
 	if err := gen.db.Write(gen.write, bt.wb); err != nil {
 		return fmt.Errorf("rocksdb commit of %d operations: %w", bt.ops, err)
 	}

@@ -178,7 +178,7 @@ func (v *readView) Persist() error {
 	if v.released.Load() {
 		return errReleased
 	}
-	if err := v.gen.db.FlushWAL(true); err != nil {
+	if err := v.gen.flushWAL(); err != nil {
 		return fmt.Errorf("rocksdb persist: %w", err)
 	}
 	return nil

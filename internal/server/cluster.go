@@ -311,6 +311,11 @@ func (s *Server) configure(ctx context.Context, cc raftpb.ConfChange) ([]*member
 	case <-s.stopping:
 		s.wait.Cancel(cc.ID)
 		return nil, ErrStopped
+	case <-s.node.Done():
+		// The raft node failed (a disk error): nothing will be applied,
+		// and the member stops once its clients are drained.
+		s.wait.Cancel(cc.ID)
+		return nil, ErrStopped
 	}
 }
 

@@ -188,5 +188,11 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (appl
 	case <-s.stopping:
 		s.wait.Cancel(id)
 		return applyResult{}, ErrStopped
+	case <-s.node.Done():
+		// The raft node failed (a disk error): nothing will be applied,
+		// and the member stops only once its clients are drained, this
+		// one included.
+		s.wait.Cancel(id)
+		return applyResult{}, ErrStopped
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/metastore-io/metastore/internal/diskfault"
 	"github.com/metastore-io/metastore/internal/fileutil"
 )
 
@@ -82,6 +83,9 @@ func createSegment(dir string, s segment, head []byte, syncFile func(*os.File) e
 	}
 	fail := func(err error) (*os.File, error) {
 		return nil, errors.Join(err, f.Close(), os.Remove(tmp))
+	}
+	if err := diskfault.BeforeWrite(tmp); err != nil {
+		return fail(err)
 	}
 	if _, err := f.Write(head); err != nil {
 		return fail(fmt.Errorf("write segment head %s: %w", tmp, err))

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/diskfault"
 )
 
 // DefaultSegmentSize is the size past which the log moves on to a new
@@ -475,7 +477,14 @@ func (w *WAL) writable() error {
 // write appends buf to the tail segment, with an fsync when sync is set.
 func (w *WAL) write(buf []byte, sync bool) error {
 	start := time.Now()
-	n, err := w.tail.Write(buf)
+	var n int
+	var err error
+	if len(buf) > 0 {
+		err = diskfault.BeforeWrite(w.tail.Name())
+	}
+	if err == nil {
+		n, err = w.tail.Write(buf)
+	}
 	w.tailSize += int64(n)
 	if w.opts.OnWrite != nil {
 		w.opts.OnWrite(n, time.Since(start))

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -317,6 +318,19 @@ func (f *leaderFinder) close() {
 // find returns the running member that leads, as its Status says.
 func (f *leaderFinder) find(ctx context.Context, t *testing.T) *framework.Member {
 	t.Helper()
+	for ctx.Err() == nil {
+		if m := f.leaderAmong(ctx, t, f.members); m != nil {
+			return m
+		}
+	}
+	t.Fatalf("no leader: %v", ctx.Err())
+	return nil
+}
+
+// leaderAmong asks each running member of members once whether it leads,
+// and returns the first that says so, nil if none does.
+func (f *leaderFinder) leaderAmong(ctx context.Context, t *testing.T, members []*framework.Member) *framework.Member {
+	t.Helper()
 	if f.clients == nil {
 		for _, m := range f.members {
 			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint()}, DialTimeout: time.Second})
@@ -326,20 +340,17 @@ func (f *leaderFinder) find(ctx context.Context, t *testing.T) *framework.Member
 			f.clients = append(f.clients, cli)
 		}
 	}
-	for ctx.Err() == nil {
-		for i, m := range f.members {
-			if !m.Running() {
-				continue
-			}
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			resp, err := f.clients[i].Status(sctx, m.Endpoint())
-			cancel()
-			if err == nil && resp.Leader != 0 && resp.Leader == resp.Header.MemberId {
-				return m
-			}
+	for i, m := range f.members {
+		if !m.Running() || !slices.Contains(members, m) {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := f.clients[i].Status(sctx, m.Endpoint())
+		cancel()
+		if err == nil && resp.Leader != 0 && resp.Leader == resp.Header.MemberId {
+			return m
 		}
 	}
-	t.Fatalf("no leader: %v", ctx.Err())
 	return nil
 }
 

@@ -24,9 +24,19 @@
 // with ResourceExhausted, while keys-only, count-only and paged reads of
 // the same keys are answered.
 //
-// Faults inside the disk (an fsync that fails or stalls) come from
-// bin/metastore-faults, MetaStore built with the internal/diskfault seam
-// (make build-faults); those tests run against MetaStore only.
+// Faults inside the disk come from bin/metastore-faults, MetaStore built
+// with the internal/diskfault seam (make build-faults); those tests run
+// against MetaStore only (etcd's counterpart, gofail failpoints, is not
+// built here). A cluster started with framework.ClusterConfig.DiskFaults
+// reads each member's plan from a file, and Member.SetDiskFault switches
+// it at runtime and waits for the member's acknowledgement:
+// TestDiskErrorStopsTheMember switches failing fsyncs and writes on the
+// WAL, the snapshot files and the RocksDB engine under a put load (the
+// member must stop naming the file and the error, and restarted hold
+// every acknowledged put); TestSlowDiskLeader stalls the leader's fsyncs
+// for two election timeouts (leadership must move to a healthy member,
+// which goes on acknowledging writes at its pace, and after healing all
+// three converge); TestSlowFsyncOnOneMember slows a follower.
 //
 // Like the e2e suite the tests run against E2E_TARGET (metastore or etcd)
 // with E2E_EXTRA_FLAGS appended, so every expectation is checked against

@@ -70,6 +70,11 @@ type ClusterConfig struct {
 	// (Member.SetEnv changes it later): for example a fault seam's
 	// per-member control file.
 	MemberEnv func(name, dataDir string) []string
+	// DiskFaults points each member's disk-fault seam
+	// (METASTORE_DISKFAULT=file=..., internal/diskfault) at a plan file
+	// beside its data directory, which Member.SetDiskFault writes. Only
+	// a fault build (Binary: bin/metastore-faults) reads it.
+	DiskFaults bool
 }
 
 // Cluster is a set of members of the target under test, bootstrapped

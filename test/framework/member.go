@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -186,7 +187,12 @@ func (m *Member) Start() error {
 	m.starts++
 	fmt.Fprintf(logFile, "=== e2e: run #%d of member %s at %s: %s %s\n",
 		m.starts, m.name, time.Now().Format(time.RFC3339Nano), m.binary, strings.Join(m.args, " "))
-	proc, err := startProcess(m.binary, m.args, m.env, logFile)
+	env := m.env
+	if f := m.diskFaultFile(); f != "" {
+		// Beside SetEnv's variables, which replace m.env whole.
+		env = append(slices.Clip(env), "METASTORE_DISKFAULT=file="+f)
+	}
+	proc, err := startProcess(m.binary, m.args, env, logFile)
 	if err != nil {
 		return fmt.Errorf("start member %s: %w", m.name, err)
 	}

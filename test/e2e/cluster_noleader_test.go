@@ -64,8 +64,10 @@ func TestClusterNoLeader(t *testing.T) {
 	if err == nil || err.Error() != rpctypes.ErrNoLeader.Error() {
 		t.Fatalf("put requiring a leader: %v, want %v", err, rpctypes.ErrNoLeader)
 	}
-	if took := time.Since(start); took > electionTimeout {
-		t.Fatalf("put requiring a leader took %v to fail, want at once", took)
+	// "At once" as against the request timeout the other writes wait
+	// below: half of it leaves a loaded machine seconds of slack.
+	if took := time.Since(start); took > noLeaderRequestTimeout/2 {
+		t.Fatalf("put requiring a leader took %v to fail, want at once (well within the %v request timeout)", took, noLeaderRequestTimeout)
 	}
 
 	// Plain gRPC stubs: clientv3 would retry a request the server gave up

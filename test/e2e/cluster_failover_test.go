@@ -119,7 +119,7 @@ func TestClusterKillLeaderUnderLoad(t *testing.T) {
 		// 600 writes behind with snapshots every 200 entries (and 100
 		// kept behind each): the log it needed is gone, so the leader
 		// must have sent a snapshot.
-		requireLogContains(t, leader, "installed snapshot from leader")
+		waitForLog(ctx, t, leader, "installed snapshot from leader")
 	}
 	for _, m := range c.Members() {
 		requireAcked(ctx, t, mc.of(t, m), "/failover", load.acks)

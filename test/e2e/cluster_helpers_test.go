@@ -186,14 +186,22 @@ func containsText(err error, text string) bool {
 	return err != nil && strings.Contains(err.Error(), text)
 }
 
-// requireLogContains checks that m's log (every run so far) has text.
-func requireLogContains(t *testing.T, m *framework.Member, text string) {
+// waitForLog waits (up to rotationTimeout) until m's log (every run so
+// far) has text. A server may write a line just after the state a test
+// waited for is visible: a refusal is logged around when the client sees
+// it, and etcd logs "applied incoming Raft snapshot" on its raft
+// goroutine while its apply goroutine already serves the snapshot's
+// index; so the log is polled, never read once.
+func waitForLog(ctx context.Context, t *testing.T, m *framework.Member, text string) {
 	t.Helper()
-	data, err := os.ReadFile(m.LogPath())
-	if err != nil {
-		t.Fatalf("read log of %s: %v", m.Name(), err)
-	}
-	if !strings.Contains(string(data), text) {
-		t.Fatalf("log of %s has no %q", m.Name(), text)
-	}
+	waitFor(ctx, t, fmt.Sprintf("%q in the log of %s", text, m.Name()), func() error {
+		data, err := os.ReadFile(m.LogPath())
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(data), text) {
+			return fmt.Errorf("not there yet")
+		}
+		return nil
+	})
 }

@@ -78,9 +78,9 @@ func TestClusterMembershipWithEtcdctl(t *testing.T) {
 	trickle.stop(t)
 	switch c.Target() {
 	case framework.TargetMetaStore:
-		requireLogContains(t, learner, "installed snapshot from leader")
+		waitForLog(ctx, t, learner, "installed snapshot from leader")
 	case framework.TargetEtcd:
-		requireLogContains(t, learner, "applied incoming Raft snapshot")
+		waitForLog(ctx, t, learner, "applied incoming Raft snapshot")
 	}
 
 	// A learner serves only serializable reads and status.

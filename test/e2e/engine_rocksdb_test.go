@@ -204,8 +204,8 @@ func TestRocksDBLaggingFollowerCatchesUpFromFullImage(t *testing.T) {
 		case <-time.After(pollInterval):
 		}
 	}
-	requireLogContains(t, leader, `"in_engine":false`)
-	requireLogContains(t, lagging, "installed snapshot from leader")
+	waitForLog(ctx, t, leader, `"in_engine":false`)
+	waitForLog(ctx, t, lagging, "installed snapshot from leader")
 	rev := currentRevision(ctx, t, mc.of(t, leader))
 	mc.requireSameHashKV(ctx, t, all, rev)
 

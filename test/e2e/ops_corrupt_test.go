@@ -143,7 +143,7 @@ func TestCorruptionDetected(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("a member with corrupted data passed the initial corruption check")
 	}
-	requireLogContains(t, victim, "found data inconsistency with peers")
+	waitForLog(ctx, t, victim, "found data inconsistency with peers")
 
 	victim.SetArgs(args)
 	if err := victim.Restart(ctx); err != nil {

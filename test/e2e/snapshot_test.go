@@ -122,8 +122,8 @@ func TestSnapshotSaveWithEtcdctl(t *testing.T) {
 	s := startServer(t, framework.ClusterConfig{})
 	writeSourceState(ctx, t, s.cli)
 	saveSnapshot(ctx, t, s.cluster, s.member())
-	requireLogContains(t, s.member(), "sending database snapshot to client")
-	requireLogContains(t, s.member(), "successfully sent database snapshot to client")
+	waitForLog(ctx, t, s.member(), "sending database snapshot to client")
+	waitForLog(ctx, t, s.member(), "successfully sent database snapshot to client")
 }
 
 // flagValue is the last value of --name=value in args ("" if absent).

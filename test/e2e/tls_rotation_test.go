@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"math/big"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,20 +152,4 @@ func waitFor(ctx context.Context, t *testing.T, what string, check func() error)
 		case <-tick.C:
 		}
 	}
-}
-
-// waitForLog waits until m's log has text: a refusal is logged by the
-// server around when the client sees it, not necessarily before.
-func waitForLog(ctx context.Context, t *testing.T, m *framework.Member, text string) {
-	t.Helper()
-	waitFor(ctx, t, fmt.Sprintf("%q in the log of %s", text, m.Name()), func() error {
-		data, err := os.ReadFile(m.LogPath())
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(data), text) {
-			return fmt.Errorf("not there yet")
-		}
-		return nil
-	})
 }

@@ -47,8 +47,10 @@ const (
 	// diskRecoveryTimeout bounds the wait for a restarted or replaced
 	// member to serve again (a replaced one catches up by snapshot).
 	diskRecoveryTimeout = 90 * time.Second
-	// probeTimeout bounds one request probing a member with a full disk.
+	// probeTimeout bounds one request probing a member with a full disk,
+	// which gets probeReads attempts at a read.
 	probeTimeout = 3 * time.Second
+	probeReads   = 3
 	// logPoll spaces the reads of a member's log and status while waiting.
 	logPoll = 100 * time.Millisecond
 )
@@ -283,10 +285,17 @@ func probeFullMember(ctx context.Context, m *framework.Member) (readErr error, w
 		return err, "no client"
 	}
 	defer cli.Close()
+	// A loaded machine may let one read time out; a member that stops
+	// meanwhile is not asked again.
+	for range probeReads {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		_, readErr = cli.Get(pctx, "/lin/k0", clientv3.WithSerializable())
+		cancel()
+		if readErr == nil || !m.Running() {
+			break
+		}
+	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	_, readErr = cli.Get(pctx, "/lin/k0", clientv3.WithSerializable())
-	cancel()
-	pctx, cancel = context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	_, err = cli.Txn(pctx).If(clientv3.Compare(clientv3.Version("/nemesis/diskfull"), "=", 1)).Commit()
 	switch {
@@ -311,7 +320,7 @@ func (d *diskFaults) diskFull(ctx, rctx context.Context, m *framework.Member, le
 		return err
 	}
 	full := time.Now()
-	readErr, write := probeFullMember(ctx, m)
+	readErr, write := probeFullMember(rctx, m)
 	probes := fmt.Sprintf("serializable read %s, %s", errOrOK(readErr), write)
 	if !m.Running() {
 		// It found the disk full before or while being probed.

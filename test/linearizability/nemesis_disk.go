@@ -77,6 +77,7 @@ type diskFaults struct {
 	tmpfs  *tmpfsDisks // the diskfull fault's file systems; nil without it
 
 	tornTails     int // torn tails the member said it dropped
+	walNone       int // kills before the member had a WAL segment
 	snapRecovered int // truncated snapshots the member started on
 	snapReplaced  int // ... it refused, so it was replaced
 	snapNone      int // kills before the member had a snapshot file
@@ -140,6 +141,14 @@ func (d *diskFaults) tornWAL(ctx, rctx context.Context, m *framework.Member, lea
 		return err
 	}
 	what, err := tearWALTail(d.target, m.DataDir(), d.rng)
+	if errors.Is(err, errNoWAL) {
+		d.t.Logf("nemesis: tornwal %s: no WAL segment yet (it had just joined), restarting it", m.Name())
+		d.walNone++
+		if err := m.Start(); err != nil {
+			return err
+		}
+		return waitUp(rctx, m, learner)
+	}
 	if err != nil {
 		return fmt.Errorf("tear %s's WAL tail: %w", m.Name(), err)
 	}
@@ -382,7 +391,7 @@ func errOrOK(err error) string {
 func (d *diskFaults) summary(counts [faultCount]int) string {
 	var parts []string
 	if n := counts[faultTornWAL]; n > 0 {
-		parts = append(parts, fmt.Sprintf("%d torn WAL tails (%d dropped)", n, d.tornTails))
+		parts = append(parts, fmt.Sprintf("%d torn WAL tails (%d dropped, %d before any WAL)", n, d.tornTails, d.walNone))
 	}
 	if n := counts[faultTruncSnap]; n > 0 {
 		parts = append(parts, fmt.Sprintf("%d cut snapshots (%d recovered, %d refused and replaced, %d before any snapshot)", n, d.snapRecovered, d.snapReplaced, d.snapNone))

@@ -53,6 +53,10 @@ const (
 	etcdRecordEntry = 2
 )
 
+// errNoWAL says a member has no WAL segment yet: one killed right after
+// it started on an empty data dir.
+var errNoWAL = errors.New("no WAL segment")
+
 // castagnoli is the CRC-32C table of MetaStore's WAL frames.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -65,7 +69,7 @@ func newestWALSegment(dataDir string) (string, error) {
 		return "", err
 	}
 	if len(names) == 0 {
-		return "", fmt.Errorf("no WAL segment under %s", filepath.Join(dataDir, walSubdir))
+		return "", fmt.Errorf("%w under %s", errNoWAL, filepath.Join(dataDir, walSubdir))
 	}
 	return slices.Max(names), nil
 }

@@ -41,9 +41,11 @@
 // diskfull (root only: each data dir is a tmpfs of its own from the start,
 // diskfull.go; skipped with a log line otherwise) fills the rest of one
 // member's tmpfs for the hold time: the member keeps serving reads or
-// stops with "no space left on device" in its log (both targets stop at
-// their next WAL write), and is restarted once the space is back. A member
-// that does otherwise fails the test. -lin.faults picks the faults
+// stops with "no space left on device" in its log, and is restarted once
+// the space is back. Both targets stop: MetaStore at its next WAL write
+// that needs a new page (it fails the member rather than retry an fsync),
+// etcd, whose WAL segments are preallocated, at its next bbolt commit or
+// snapshot file. A member that does otherwise fails the test. -lin.faults picks the faults
 // (default all). At
 // the end every member is healed and running again, a pending learner is
 // promoted, and a final read of every key through every member of the

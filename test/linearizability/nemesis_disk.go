@@ -337,9 +337,10 @@ func (d *diskFaults) diskFull(ctx, rctx context.Context, m *framework.Member, le
 	}
 	// Hold the disk full, topping the filler up as the member frees space
 	// (old snapshots, released segments), until the hold ends or the
-	// member stops.
+	// member stops; the whole hold even when the run ends meanwhile, so
+	// a member still running at its end did run on a full disk.
 	for wait := time.Until(full.Add(hold)); wait > 0 && m.Running(); wait = time.Until(full.Add(hold)) {
-		if !sleepCtx(ctx, min(wait, logPoll)) {
+		if !sleepCtx(rctx, min(wait, logPoll)) {
 			break
 		}
 		if err := filler.topUp(); err != nil {

@@ -131,7 +131,7 @@ func (d *diskFaults) inject(ctx context.Context, f fault, m *framework.Member, m
 		d.lostReplaced++
 		return waitUp(rctx, m, learner)
 	case faultDiskFull:
-		return d.diskFull(ctx, rctx, m, learner, hold)
+		return d.diskFull(rctx, m, learner, hold)
 	}
 	return fmt.Errorf("%s is no disk fault", f)
 }
@@ -317,7 +317,7 @@ func probeFullMember(ctx context.Context, m *framework.Member) (readErr error, w
 	}
 }
 
-func (d *diskFaults) diskFull(ctx, rctx context.Context, m *framework.Member, learner bool, hold time.Duration) error {
+func (d *diskFaults) diskFull(rctx context.Context, m *framework.Member, learner bool, hold time.Duration) error {
 	if d.tmpfs.skipped != "" {
 		d.fullSkipped++
 		d.t.Logf("nemesis: diskfull %s skipped: %s", m.Name(), d.tmpfs.skipped)

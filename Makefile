@@ -43,7 +43,8 @@ help:
 	@echo "make test-linearizability-long  10-minute linearizability and watch check under kill/pause/partition faults"
 	@echo "                    (LIN_ENGINE=rocksdb for the RocksDB engine)"
 	@echo "make test-faults-long  one fault for DURATION (default 10m) on ENGINE (memory|rocksdb): FAULT=kill|pause|isolate|"
-	@echo "                    membership|tornwal|truncsnap|lostdata|diskfull|all (linearizability + watch check)"
+	@echo "                    membership|tornwal|truncsnap|lostdata|diskfull|slowdisk|diskerror|all"
+	@echo "                    (linearizability + watch check; slowdisk, diskerror run bin/metastore-faults)"
 	@echo "                    or clock (lease timing under leader clock steps)"
 	@echo "make test-overload-long  the overload tests at their long sizes (LIN_ENGINE=rocksdb for RocksDB)"
 	@echo "make fuzz           every Go fuzz target for FUZZTIME each (default 30s)"
@@ -122,18 +123,21 @@ test-e2e-etcd: tools
 # make test runs the linearizability and watch check under all its faults
 # (test/linearizability/doc.go; the disk faults included, diskfull only as
 # root) for 60 s on the memory engine (part of ./test/...) and for 30 s on
-# RocksDB; this runs it for 10 minutes, against E2E_TARGET, on LIN_ENGINE
-# (memory or rocksdb).
+# RocksDB, and the seam faults (slowdisk, diskerror: bin/metastore-faults)
+# for 20 s on each; this runs the first for 10 minutes, against
+# E2E_TARGET, on LIN_ENGINE (memory or rocksdb).
 LIN_DURATION ?= 10m
 LIN_ENGINE ?= memory
 LIN_FLAGS = $(if $(filter rocksdb,$(LIN_ENGINE)),--storage-engine=rocksdb,)
 test-linearizability-long: build tools
-	E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(LIN_FLAGS) $(GO) test -count=1 -timeout 30m -run TestLinearizability -v ./test/linearizability/ -args -lin.duration=$(LIN_DURATION)
+	E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(LIN_FLAGS) $(GO) test -count=1 -timeout 30m -run 'TestLinearizability$$' -v ./test/linearizability/ -args -lin.duration=$(LIN_DURATION)
 
 # One fault at a time for DURATION on ENGINE, against E2E_TARGET: the
 # nemesis faults (kill, pause, isolate, membership, the disk faults tornwal,
 # truncsnap, lostdata and diskfull (root only: tmpfs data dirs), or all of
-# them) under the linearizability and watch check, or clock: the lease timing bound
+# them; or slowdisk or diskerror, through the disk-fault seam of
+# bin/metastore-faults, left out against etcd) under the linearizability
+# and watch check, or clock: the lease timing bound
 # while the leader's clock is stepped (test/faults/clock_test.go, with
 # bin/metastore-faults; unstepped against etcd). The last line printed is
 # the run's summary: operations, faults injected and the verdict.

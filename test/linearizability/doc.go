@@ -45,8 +45,21 @@
 // the space is back. Both targets stop: MetaStore at its next WAL write
 // that needs a new page (it fails the member rather than retry an fsync),
 // etcd, whose WAL segments are preallocated, at its next bbolt commit or
-// snapshot file. A member that does otherwise fails the test. -lin.faults picks the faults
-// (default all). At
+// snapshot file. A member that does otherwise fails the test. The seam
+// faults (nemesis_disk_seam.go) act inside a member's disk through
+// MetaStore's disk-fault seam (internal/diskfault), so the cluster then
+// runs bin/metastore-faults (make build-faults) with a plan file per
+// member, switched at runtime: slowdisk delays every fsync of one member
+// (half the time the leader) by 50-500 ms, one time in four by 1.5-3 s,
+// over the election timeout, for the hold time; a leader so stalled sends
+// no heartbeats while its raft loop waits in the fsync, as etcd's does,
+// and the others elect a new one; the member must keep running. diskerror
+// makes one member's fsyncs or writes fail with EIO: it must stop on its
+// own within 30 s, its log naming the injected failure and the file, and
+// is restarted on a healed disk after the hold. Against etcd, which has
+// no such seam, they are left out with a log line. -lin.faults picks the
+// faults (default all: every fault but slowdisk and diskerror, so that
+// those runs check the shipped binary). At
 // the end every member is healed and running again, a pending learner is
 // promoted, and a final read of every key through every member of the
 // cluster joins the history.
@@ -80,8 +93,10 @@
 // writes porcupine's HTML visualisation next to the test's log and fails.
 //
 // `make test` runs 60 s (the default of -lin.duration) on the memory
-// engine and 30 s on RocksDB, under all eight faults (a disk fault costs
-// about what a kill does, a replacement some seconds of catching up);
+// engine and 30 s on RocksDB, under all eight faults of "all" (a disk
+// fault costs about what a kill does, a replacement some seconds of
+// catching up), and TestLinearizabilityDiskSeam runs slowdisk and
+// diskerror for 20 s on each engine;
 // `make test-linearizability-long` runs 10 minutes, and `make
 // test-faults-long FAULT=... ENGINE=... DURATION=...` one fault at a
 // time; each run ends with a summary line (operations, faults injected

@@ -18,7 +18,7 @@ import (
 var (
 	duration   = flag.Duration("lin.duration", 60*time.Second, "how long clients run under the nemesis")
 	seedFlag   = flag.Uint64("lin.seed", 0, "seed of the clients' and the nemesis' choices (0: from the clock)")
-	faultsFlag = flag.String("lin.faults", "all", "the nemesis' faults: all, or a comma-separated list of kill, pause, isolate, membership, tornwal, truncsnap, lostdata, diskfull")
+	faultsFlag = flag.String("lin.faults", "all", "the nemesis' faults: all, or a comma-separated list of kill, pause, isolate, membership, tornwal, truncsnap, lostdata, diskfull, slowdisk, diskerror (the last two not in all)")
 )
 
 const (
@@ -30,25 +30,45 @@ const (
 	// snapshotCount makes members snapshot often, so restarted members
 	// catch up by snapshot under the nemesis too.
 	snapshotCount = 500
+	// seamShortDuration is make test's run of the seam faults.
+	seamShortDuration = 20 * time.Second
 )
 
 func TestLinearizability(t *testing.T) {
+	runLinearizability(t, *faultsFlag, *duration)
+}
+
+// TestLinearizabilityDiskSeam is make test's short run of the faults that
+// need MetaStore's fault build (slowdisk, diskerror), which "all" leaves
+// out so that its runs check the shipped binary. make test-faults-long
+// FAULT=slowdisk (or diskerror) runs them longer, through
+// TestLinearizability.
+func TestLinearizabilityDiskSeam(t *testing.T) {
+	runLinearizability(t, "slowdisk,diskerror", seamShortDuration)
+}
+
+func runLinearizability(t *testing.T, faultList string, duration time.Duration) {
 	seed := *seedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	faults, err := parseFaults(*faultsFlag)
+	faults, err := parseFaults(faultList)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("seed %d (rerun with -lin.seed=%d), duration %v, faults %s", seed, seed, *duration, *faultsFlag)
-	ctx, cancel := context.WithTimeout(t.Context(), *duration+recoveryTimeout)
+	cfg := framework.ClusterConfig{Size: 3, PeerProxies: true, SnapshotCount: snapshotCount}
+	if faults = useDiskSeam(t, faults, &cfg); len(faults) == 0 {
+		t.Skip("no fault of " + faultList + " runs against this target")
+	}
+	t.Logf("seed %d (rerun with -lin.seed=%d), duration %v, faults %s", seed, seed, duration, faultList)
+	ctx, cancel := context.WithTimeout(t.Context(), duration+recoveryTimeout)
 	defer cancel()
 	disk, err := newDiskFaults(t, faults, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, PeerProxies: true, SnapshotCount: snapshotCount, PrepareDataDir: disk.prepareDataDir()})
+	cfg.PrepareDataDir = disk.prepareDataDir()
+	c := framework.NewCluster(t, cfg)
 	clusterID := readClusterID(ctx, t, c)
 	var ms *membership
 	if reconfig := slices.Contains(faults, faultReconfigure); reconfig || slices.ContainsFunc(faults, isDiskFault) {
@@ -84,7 +104,7 @@ func TestLinearizability(t *testing.T) {
 		watchers = append(watchers, w)
 	}
 
-	runCtx, stopRun := context.WithTimeout(ctx, *duration)
+	runCtx, stopRun := context.WithTimeout(ctx, duration)
 	defer stopRun()
 	nem := newNemesis(t, c, faults, ms, disk, seed)
 	nemErr := make(chan error, 1)
@@ -117,7 +137,7 @@ func TestLinearizability(t *testing.T) {
 	history := checkWatchers(ctx, t, members, clusterID, watchers)
 	verdict := checkHistory(t, hist, history, seed)
 	t.Logf("summary: target=%s engine=%s faults=%s duration=%v operations=%d unknown=%d faults-injected=%d (%s) watch-events=%d verdict=%s",
-		c.Target(), framework.EngineName(), *faultsFlag, *duration, verdict.ops, verdict.unknown, nem.injected(), nem.summary(), len(history), verdict.result)
+		c.Target(), framework.EngineName(), faultList, duration, verdict.ops, verdict.unknown, nem.injected(), nem.summary(), len(history), verdict.result)
 	if verdict.err != nil {
 		t.Fatal(verdict.err)
 	}

@@ -25,22 +25,29 @@ const (
 	faultTruncSnap
 	faultLostData
 	faultDiskFull
+	// The faults through the disk-fault seam (nemesis_disk_seam.go),
+	// not in "all".
+	faultSlowDisk
+	faultDiskError
 	faultCount
 )
 
 // faultNames are the faults' names in -lin.faults (and make
 // test-faults-long FAULT=...).
-var faultNames = [...]string{"kill", "pause", "isolate", "membership", "tornwal", "truncsnap", "lostdata", "diskfull"}
+var faultNames = [...]string{"kill", "pause", "isolate", "membership", "tornwal", "truncsnap", "lostdata", "diskfull", "slowdisk", "diskerror"}
 
 func (f fault) String() string { return faultNames[f] }
 
 // parseFaults reads a comma-separated list of fault names ("all" for
-// every fault).
+// every fault but the seam faults, whose runs would not use the shipped
+// binary: see nemesis_disk_seam.go).
 func parseFaults(list string) ([]fault, error) {
 	if list == "all" {
 		var all []fault
 		for f := range faultCount {
-			all = append(all, f)
+			if !isSeamFault(f) {
+				all = append(all, f)
+			}
 		}
 		return all, nil
 	}
@@ -77,11 +84,12 @@ type nemesis struct {
 	// (every slot is then a member).
 	ms     *membership
 	disk   *diskFaults
+	seam   *seamFaults
 	counts [faultCount]int
 }
 
 func newNemesis(t *testing.T, c *framework.Cluster, faults []fault, ms *membership, disk *diskFaults, seed uint64) *nemesis {
-	return &nemesis{t: t, cluster: c, faults: faults, ms: ms, disk: disk, rng: rand.New(rand.NewPCG(seed, 0x6e656d))}
+	return &nemesis{t: t, cluster: c, faults: faults, ms: ms, disk: disk, seam: newSeamFaults(t, seed), rng: rand.New(rand.NewPCG(seed, 0x6e656d))}
 }
 
 // members are the members the nemesis may injure: those in the cluster.
@@ -123,6 +131,9 @@ func (n *nemesis) inject(ctx context.Context, f fault) error {
 	}
 	members := n.members()
 	m := members[n.rng.IntN(len(members))]
+	if f == faultSlowDisk {
+		m = n.seam.preferLeader(ctx, members, m)
+	}
 	hold := n.between(faultMin, faultMax)
 	n.t.Logf("nemesis: %s %s for %v", f, m.Name(), hold.Round(time.Millisecond))
 	switch f {
@@ -146,6 +157,8 @@ func (n *nemesis) inject(ctx context.Context, f fault) error {
 		n.cluster.Network().Isolate(m.Name())
 		sleepCtx(ctx, hold)
 		n.cluster.Network().Heal(m.Name())
+	case faultSlowDisk, faultDiskError:
+		return n.seam.inject(ctx, f, members, m, n.ms != nil && n.ms.learner == m.Name(), hold)
 	default:
 		return n.disk.inject(ctx, f, m, n.ms, hold)
 	}
@@ -159,6 +172,9 @@ func (n *nemesis) summary() string {
 		s += ", " + n.ms.summary()
 	}
 	if d := n.disk.summary(n.counts); d != "" {
+		s += ", " + d
+	}
+	if d := n.seam.summary(n.counts); d != "" {
 		s += ", " + d
 	}
 	return s

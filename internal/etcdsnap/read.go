@@ -14,6 +14,7 @@ import (
 
 	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membership"
 )
 
 const (
@@ -161,8 +162,9 @@ type Progress func(done, total int64)
 // LoadInto writes the file's keys (with their whole history), leases
 // and compaction point into b, an empty MetaStore backend, in batches of
 // about loadBatchBytes, and the active alarms. The member list (members,
-// members_removed and cluster) is not carried over: a restore builds a
-// new cluster, as etcdutl's does. Users, roles and the auth switch and
+// members_removed) is not carried over: a restore builds a new cluster,
+// as etcdutl's does; the cluster version is, as etcdutl keeps the cluster
+// bucket (the new cluster does not record it again). Users, roles and the auth switch and
 // revision are carried over, as etcdutl keeps them. On error b holds part of the
 // file and must be thrown away.
 func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logger) (Loaded, error) {
@@ -215,6 +217,12 @@ func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logge
 		if ld.CompactRev > 0 {
 			key, value := kvstore.CompactRevRecord(ld.CompactRev)
 			l.batch.Put(key, value)
+		}
+		if cluster := tx.Bucket(bucketCluster); cluster != nil {
+			if v := cluster.Get(clusterVersionKey); len(v) > 0 {
+				key, value := membership.VersionRecord(string(v))
+				l.batch.Put(key, value)
+			}
 		}
 		return l.flush()
 	})

@@ -202,6 +202,9 @@ func (w *writer) record(k, v []byte) error {
 }
 
 func (w *writer) member(k, v []byte) error {
+	if membership.IsVersionRecord(k) {
+		return nil // finishMeta writes etcd's cluster version
+	}
 	m, removedID, err := membership.DecodeRecord(k, v)
 	if err != nil {
 		return err

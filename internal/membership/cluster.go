@@ -13,11 +13,27 @@ import (
 const Bucket byte = 'c'
 
 // Keys inside Bucket: memberKeyPrefix+ID -> membershippb.Member,
-// removedKeyPrefix+ID -> empty (IDs may never be reused).
+// removedKeyPrefix+ID -> empty (IDs may never be reused), and the one key
+// versionKey -> the cluster version ("3.6.0"), once a leader has set it.
 const (
 	memberKeyPrefix  = 'm'
 	removedKeyPrefix = 'r'
+	versionKeyPrefix = 'v'
 )
+
+// versionKey is the cluster version's key inside Bucket.
+var versionKey = []byte{versionKeyPrefix}
+
+// VersionRecord is the backend record, bucket byte included, that holds
+// the cluster version: for converters that write whole backends
+// (internal/etcdsnap); a running member uses SetVersion.
+func VersionRecord(version string) (key, value []byte) {
+	return append([]byte{Bucket}, versionKey...), []byte(version)
+}
+
+// IsVersionRecord reports whether key (without the bucket byte) is the
+// cluster version's record rather than a member's.
+func IsVersionRecord(key []byte) bool { return len(key) == 1 && key[0] == versionKeyPrefix }
 
 // AuxWriter buffers writes into the batch of the entry being applied.
 type AuxWriter interface {
@@ -41,6 +57,9 @@ type Cluster struct {
 	clusterID uint64
 	members   map[uint64]*membershippb.Member
 	removed   map[uint64]bool
+	// version is the cluster version a leader recorded through raft
+	// (etcd's ClusterVersionSet); empty until then.
+	version string
 }
 
 // New returns an empty member list for the member localID of clusterID.
@@ -68,8 +87,13 @@ func (c *Cluster) LocalID() uint64 { return c.localID }
 func (c *Cluster) Load(r AuxReader) error {
 	members := map[uint64]*membershippb.Member{}
 	removed := map[uint64]bool{}
+	version := ""
 	var decodeErr error
 	err := r.AscendAux(Bucket, func(key, value []byte) bool {
+		if IsVersionRecord(key) {
+			version = string(value)
+			return true
+		}
 		m, removedID, err := DecodeRecord(key, value)
 		switch {
 		case err != nil:
@@ -90,8 +114,23 @@ func (c *Cluster) Load(r AuxReader) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.members, c.removed = members, removed
+	c.members, c.removed, c.version = members, removed, version
 	return nil
+}
+
+// Version is the cluster version recorded through raft, "" if none yet.
+func (c *Cluster) Version() string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.version
+}
+
+// SetVersion records the cluster version (apply side).
+func (c *Cluster) SetVersion(w AuxWriter, version string) {
+	c.mu.Lock()
+	c.version = version
+	c.mu.Unlock()
+	w.PutAux(Bucket, versionKey, []byte(version))
 }
 
 // Members returns copies of all members ordered by ID.
@@ -213,7 +252,8 @@ func (c *Cluster) persist(w AuxWriter, m *membershippb.Member) {
 }
 
 // DecodeRecord decodes one entry of Bucket (key without the bucket
-// byte): a member, or the ID of a removed member. Converters of whole
+// byte) other than the version record (IsVersionRecord): a member, or the
+// ID of a removed member. Converters of whole
 // backends (internal/etcdsnap) use it; a running member uses Load.
 func DecodeRecord(key, value []byte) (m *membershippb.Member, removedID uint64, err error) {
 	if len(key) != 9 {

@@ -79,3 +79,23 @@ func TestClusterLoadRejectsGarbage(t *testing.T) {
 		t.Fatal("Load accepted a malformed key")
 	}
 }
+
+func TestClusterVersionPersisted(t *testing.T) {
+	aux := auxMap{}
+	c := New(1, 2)
+	if v := c.Version(); v != "" {
+		t.Fatalf("a new member list has version %q", v)
+	}
+	c.Add(aux, &membershippb.Member{ID: 7, RaftAttributes: &membershippb.RaftAttributes{PeerUrls: []string{"http://a:2380"}}})
+	c.SetVersion(aux, "3.6.0")
+	loaded := New(1, 2)
+	if err := loaded.Load(aux); err != nil {
+		t.Fatal(err)
+	}
+	if v := loaded.Version(); v != "3.6.0" {
+		t.Fatalf("version after Load = %q, want 3.6.0", v)
+	}
+	if ms := loaded.Members(); len(ms) != 1 || ms[0].ID != 7 {
+		t.Fatalf("members after Load: %v", ms)
+	}
+}

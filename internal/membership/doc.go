@@ -16,7 +16,9 @@
 // entry is applied (a conf change or a ClusterMemberAttrSet request), in the
 // same order on every member. It is persisted as protobuf
 // (membershippb.Member) in the store's auxiliary bucket 'c', written in the
-// same batch as the entry that changed it.
+// same batch as the entry that changed it. The same bucket holds the
+// cluster version ("3.6.0") once a leader has recorded it with a
+// ClusterVersionSet request, as etcd's leader does at its first commit.
 //
 // Changes are validated as etcd validates them (validate.go): an ID is
 // never reused (removed IDs are remembered), a peer URL belongs to one

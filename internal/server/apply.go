@@ -131,7 +131,9 @@ func (a *applier) Apply(entries []raftpb.Entry) error {
 func (a *applier) applyNormal(e *raftpb.Entry) {
 	if len(e.Data) == 0 {
 		// A new leader's empty entry.
-		a.s.leases.leaderEntryApplied(e.Term)
+		if a.s.leases.leaderEntryApplied(e.Term) {
+			a.s.firstCommitInTerm(e.Term) // clusterversion.go
+		}
 		return
 	}
 	var req pb.InternalRaftRequest
@@ -196,6 +198,9 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) applyResul
 	case req.ClusterMemberAttrSet != nil:
 		a.s.cluster.SetAttributes(kv, req.ClusterMemberAttrSet.Member_ID, req.ClusterMemberAttrSet.MemberAttributes)
 		res.resp = &membershippb.ClusterMemberAttrSetRequest{}
+	case req.ClusterVersionSet != nil:
+		a.s.cluster.SetVersion(kv, req.ClusterVersionSet.Ver)
+		res.resp = &membershippb.ClusterVersionSetRequest{}
 	default:
 		res.err = ErrNotImplementedOp
 	}

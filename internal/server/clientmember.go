@@ -12,8 +12,9 @@ import (
 type clientMember struct{ *Server }
 
 var (
-	_ etcdcompat.Member            = clientMember{}
-	_ etcdcompat.RangeStreamMember = clientMember{}
+	_ etcdcompat.Member               = clientMember{}
+	_ etcdcompat.RangeStreamMember    = clientMember{}
+	_ etcdcompat.ClusterVersionMember = clientMember{}
 )
 
 // ClientMember is the member as etcd's services (pkg/etcdcompat) see it.

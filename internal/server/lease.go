@@ -66,14 +66,16 @@ func (ml *memberLeases) leaderChanged(leader, term uint64) {
 // leader appends at the start of its term. Once this member's own entry
 // applies, every entry of earlier terms has applied (every grant, revoke
 // and checkpoint they hold is in the table) and the lessor is promoted,
-// its clocks extended by an election timeout as etcd does.
-func (ml *memberLeases) leaderEntryApplied(term uint64) {
+// its clocks extended by an election timeout as etcd does. It reports
+// whether this member leads in term.
+func (ml *memberLeases) leaderEntryApplied(term uint64) (leading bool) {
 	ml.mu.Lock()
-	leading := ml.leader == ml.s.id && ml.term == term
+	leading = ml.leader == ml.s.id && ml.term == term
 	ml.mu.Unlock()
 	if leading {
 		ml.lessor.Promote(ml.electionTimeout)
 	}
+	return leading
 }
 
 func (ml *memberLeases) currentLeader() uint64 {

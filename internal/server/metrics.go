@@ -31,13 +31,14 @@ const (
 	opLeaseRevoke
 	opLeaseCheckpoint
 	opClusterMemberAttrSet
+	opClusterVersionSet
 	opUnknown
 	numApplyOps
 )
 
 var applyOpNames = [numApplyOps]string{
 	"Put", "DeleteRange", "Txn", "Compaction", "LeaseGrant", "LeaseRevoke", "LeaseCheckpoint",
-	"ClusterMemberAttrSet", "unknown",
+	"ClusterMemberAttrSet", "ClusterVersionSet", "unknown",
 }
 
 func applyOpOf(req *pb.InternalRaftRequest) applyOp {
@@ -58,6 +59,8 @@ func applyOpOf(req *pb.InternalRaftRequest) applyOp {
 		return opLeaseCheckpoint
 	case req.ClusterMemberAttrSet != nil:
 		return opClusterMemberAttrSet
+	case req.ClusterVersionSet != nil:
+		return opClusterVersionSet
 	}
 	return opUnknown
 }

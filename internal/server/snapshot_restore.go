@@ -300,11 +300,16 @@ func finishRevisions(kv *kvstore.Store, scheduledCompact int64, cfg RestoreConfi
 }
 
 // resetMembers replaces the member list with the initial cluster's, as
-// the applier records it from a new cluster's bootstrap entries.
+// the applier records it from a new cluster's bootstrap entries, and
+// keeps the recorded cluster version.
 func resetMembers(kv *kvstore.Store, who identity) error {
 	var old [][]byte
 	if err := kv.AscendAux(membership.Bucket, func(key, _ []byte) bool {
-		old = append(old, slices.Clone(key))
+		// The cluster version stays, as etcdutl's restore keeps etcd's
+		// cluster bucket: the new cluster does not record it again.
+		if !membership.IsVersionRecord(key) {
+			old = append(old, slices.Clone(key))
+		}
 		return true
 	}); err != nil {
 		return fmt.Errorf("read the old member list: %w", err)

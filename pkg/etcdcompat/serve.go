@@ -470,7 +470,7 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 	}
 	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"etcdserver": EtcdServerVersion, "etcdcluster": EtcdClusterVersion})
+		_ = json.NewEncoder(w).Encode(map[string]string{"etcdserver": EtcdServerVersion, "etcdcluster": clusterVersionOf(s.cfg.Member)})
 	})
 	mux.Handle(lockapi.PathPrefix, s.locks)
 	s.handleObservability(mux)

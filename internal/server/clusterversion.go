@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/membershippb"
+
+	"github.com/metastore-io/metastore/pkg/etcdcompat"
+)
+
+// clusterVersionRetry is how long a leader waits before it proposes the
+// cluster version again after a failed attempt (etcd's monitor looks
+// again every 4 s).
+const clusterVersionRetry = time.Second
+
+// firstCommitInTerm runs on the apply goroutine when this member, leading
+// in term, has applied its own first entry of the term. Like etcd's
+// monitorClusterVersions woken by FirstCommitInTermNotify, a leader that
+// finds no cluster version recorded proposes one (a ClusterVersionSet
+// entry, as etcd's leader does once, when a new cluster starts), so that
+// the raft log holds the entries etcd's does and reports the same
+// indexes.
+func (s *Server) firstCommitInTerm(term uint64) {
+	if s.cluster.Version() != "" {
+		return
+	}
+	// A proposal waits for its own apply: never from the apply goroutine.
+	// ErrStopped means the member is stopping and nothing is left to do.
+	_ = s.spawn(func() { s.setClusterVersion(term) })
+}
+
+// setClusterVersion proposes the cluster version until it is recorded,
+// this member stops leading in term, or the member stops.
+func (s *Server) setClusterVersion(term uint64) {
+	version := etcdcompat.EtcdClusterVersion
+	s.log.Info("setting up initial cluster version", "cluster-version", version)
+	for s.cluster.Version() == "" && s.leases.currentLeader() == s.id && s.Term() == term {
+		req := &pb.InternalRaftRequest{ClusterVersionSet: &membershippb.ClusterVersionSetRequest{Ver: version}}
+		ctx, cancel := context.WithTimeout(context.Background(), s.reqTimeout)
+		_, err := s.propose(ctx, req)
+		cancel()
+		if err == nil {
+			s.log.Info("cluster version is updated", "cluster-version", version)
+			return
+		}
+		if errors.Is(err, ErrStopped) {
+			return
+		}
+		s.log.Warn("failed to update cluster version", "error", err)
+		t := time.NewTimer(clusterVersionRetry)
+		select {
+		case <-s.stopping:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ClusterVersion is the cluster version recorded through raft, "" until
+// a leader has recorded one.
+func (s *Server) ClusterVersion() string { return s.cluster.Version() }

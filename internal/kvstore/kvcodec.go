@@ -120,26 +120,46 @@ func (a *arena) copy(b []byte) []byte {
 	return a.buf[start:len(a.buf):len(a.buf)]
 }
 
-// marshalKeyValue encodes kv in one allocation that also holds copies of
-// key and value; the returned KeyValue points into it, so the caller may
-// reuse the slices it passed in.
-func marshalKeyValue(kv mvccpb.KeyValue) (*mvccpb.KeyValue, []byte) {
-	size := kv.Size()
-	buf := make([]byte, len(kv.Key)+len(kv.Value)+size)
-	key := buf[:len(kv.Key):len(kv.Key)]
-	copy(key, kv.Key)
-	value := buf[len(key) : len(key)+len(kv.Value) : len(key)+len(kv.Value)]
-	copy(value, kv.Value)
+// maxRecordScratch is the largest encoding buffer a writer keeps between
+// records: puts of small values (the common case) encode without
+// allocating, and one large value does not pin its size for good.
+const maxRecordScratch = 64 << 10
+
+// marshalKeyValue encodes kv into scratch (grown as needed) and returns a
+// copy of kv whose key and value are one fresh allocation, so the caller
+// may reuse the slices it passed in. The encoding is what the backend
+// stores: the batch copies it (Batch.Put), so it lives only until the
+// next record is encoded, and scratch is the writer's to reuse. The copy
+// outlives it: the pending map and the watch events hold it.
+func marshalKeyValue(kv mvccpb.KeyValue, scratch []byte) (*mvccpb.KeyValue, []byte) {
 	out := kv
-	out.Key, out.Value = key, value
-	data := buf[len(key)+len(value):]
-	if _, err := out.MarshalToSizedBuffer(data); err != nil {
+	if n := len(kv.Key) + len(kv.Value); n > 0 {
+		buf := make([]byte, n)
+		key := buf[:len(kv.Key):len(kv.Key)]
+		copy(key, kv.Key)
+		out.Key = key
+		if len(kv.Value) > 0 {
+			value := buf[len(key):]
+			copy(value, kv.Value)
+			out.Value = value
+		} else {
+			out.Value = nil
+		}
+	}
+	return &out, encodeKeyValue(&out, scratch)
+}
+
+// encodeKeyValue encodes kv into scratch, grown as needed.
+func encodeKeyValue(kv *mvccpb.KeyValue, scratch []byte) []byte {
+	size := kv.Size()
+	if cap(scratch) < size {
+		scratch = make([]byte, size)
+	}
+	data := scratch[:size]
+	if _, err := kv.MarshalToSizedBuffer(data); err != nil {
 		// MarshalToSizedBuffer fails only if the buffer is too small,
 		// and it was sized by Size().
 		panic(fmt.Sprintf("kvstore: marshal KeyValue: %v", err))
 	}
-	if len(value) == 0 {
-		out.Value = nil
-	}
-	return &out, data
+	return data
 }

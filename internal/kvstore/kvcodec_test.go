@@ -62,7 +62,11 @@ func FuzzDecodeKeyValue(f *testing.F) {
 
 func TestMarshalKeyValueOwnsItsBytes(t *testing.T) {
 	key, value := []byte("key"), []byte("value")
-	kv, data := marshalKeyValue(mvccpb.KeyValue{Key: key, Value: value, CreateRevision: 2, ModRevision: 5, Version: 3, Lease: 7})
+	scratch := make([]byte, 0, 64)
+	kv, data := marshalKeyValue(mvccpb.KeyValue{Key: key, Value: value, CreateRevision: 2, ModRevision: 5, Version: 3, Lease: 7}, scratch)
+	if &data[0] != &scratch[:1][0] {
+		t.Fatal("marshalKeyValue did not encode into the scratch buffer it was given")
+	}
 	key[0], value[0] = 'X', 'X'
 	var back mvccpb.KeyValue
 	if err := back.Unmarshal(data); err != nil {
@@ -71,6 +75,16 @@ func TestMarshalKeyValueOwnsItsBytes(t *testing.T) {
 	want := &mvccpb.KeyValue{Key: []byte("key"), Value: []byte("value"), CreateRevision: 2, ModRevision: 5, Version: 3, Lease: 7}
 	if !sameKeyValue(kv, want) || !sameKeyValue(&back, want) {
 		t.Fatalf("marshalKeyValue aliases its input: %v, encoded %v", kv, &back)
+	}
+	// The next record reuses scratch; the first one's copy must not move.
+	encodeKeyValue(&mvccpb.KeyValue{Key: []byte("other-key"), Value: []byte("other-value")}, scratch)
+	if !sameKeyValue(kv, want) {
+		t.Fatalf("marshalKeyValue's copy aliases the scratch buffer: %v", kv)
+	}
+	// Too small a scratch buffer is replaced, not overrun.
+	_, data = marshalKeyValue(mvccpb.KeyValue{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 100)}, make([]byte, 0, 8))
+	if err := back.Unmarshal(data); err != nil || len(back.Value) != 100 {
+		t.Fatalf("encoding past the scratch buffer's capacity: %v, %d value bytes", err, len(back.Value))
 	}
 }
 

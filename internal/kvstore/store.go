@@ -99,7 +99,10 @@ type writer struct {
 	// apply-side reads see them before they are in a backend view.
 	pending map[revision]*mvccpb.KeyValue
 	events  []mvccpb.Event
-	txn     *TxnWrite // the open write transaction, if any
+	// recordScratch is reused to encode each record before the batch
+	// copies it (marshalKeyValue).
+	recordScratch []byte
+	txn           *TxnWrite // the open write transaction, if any
 	// failed is set when a Commit or Restore failed halfway: the index
 	// no longer matches the backend and the store refuses further work.
 	failed error

@@ -74,9 +74,10 @@ func (tw *TxnWrite) Put(key, value []byte, lease int64) int64 {
 		ModRevision:    rev,
 		Version:        ver + 1,
 		Lease:          lease,
-	})
+	}, w.recordScratch)
 	var keyBuf [revKeyLen]byte
 	w.batch.Put(appendRevKey(keyBuf[:0], idxRev, false), data)
+	w.keepScratch(data)
 	w.index.put(kv.Key, idxRev, lease)
 	w.pending[idxRev] = kv
 	w.events = append(w.events, mvccpb.Event{Type: mvccpb.PUT, Kv: kv})
@@ -113,9 +114,10 @@ func (tw *TxnWrite) delete(ki *keyIndex) {
 	idxRev := revision{main: tw.beginRev + 1, sub: int64(tw.changes)}
 	oldLease := ki.lease
 	key := ki.key // immutable bytes, shared by every copy of the keyIndex
-	_, data := marshalKeyValue(mvccpb.KeyValue{Key: key})
+	data := encodeKeyValue(&mvccpb.KeyValue{Key: key}, w.recordScratch)
 	var keyBuf [revKeyLen + 1]byte
 	w.batch.Put(appendRevKey(keyBuf[:0], idxRev, true), data)
+	w.keepScratch(data)
 	if !w.index.tombstone(ki, idxRev) {
 		panic("kvstore: delete of a key that is not live: " + string(key))
 	}
@@ -219,4 +221,12 @@ func (tw *TxnWrite) deleteRange(req *etcdserverpb.DeleteRangeRequest) (*etcdserv
 	}
 	resp.Deleted, resp.Header.Revision = tw.DeleteRange(req.Key, end)
 	return resp, nil
+}
+
+// keepScratch keeps the buffer a record was encoded in for the next one,
+// unless it grew past maxRecordScratch.
+func (w *writer) keepScratch(data []byte) {
+	if cap(data) <= maxRecordScratch {
+		w.recordScratch = data[:0]
+	}
 }

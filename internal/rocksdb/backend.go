@@ -53,6 +53,7 @@ type generation struct {
 	write   *grocksdb.WriteOptions
 	logger  *slog.Logger
 	retired atomic.Bool
+	sizes   sizeCache // Size's last read
 }
 
 // Open opens (creating it if needed) the engine in dir and returns it with
@@ -235,7 +236,7 @@ func (b *Backend) Size() int64 {
 		return 0
 	}
 	defer gen.unref()
-	return gen.size()
+	return gen.sizes.get(gen.size)
 }
 
 // SizeInUse returns RocksDB's estimate of the live data in SST files plus

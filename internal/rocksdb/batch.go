@@ -131,7 +131,9 @@ func (bt *batch) Commit() error {
 	if err := diskfault.BeforeWrite(gen.path); err != nil {
 		return fmt.Errorf("rocksdb commit of %d operations: %w", bt.ops, err)
 	}
-	if err := gen.db.Write(gen.write, bt.wb); err != nil {
+	err := gen.db.Write(gen.write, bt.wb)
+	gen.sizes.bump() // a failed write may have written part of the batch
+	if err != nil {
 		return fmt.Errorf("rocksdb commit of %d operations: %w", bt.ops, err)
 	}
 	return nil

@@ -55,6 +55,7 @@ func (b *Backend) compact(progressEvery time.Duration) error {
 	opts.SetBottommostLevelCompaction(grocksdb.KForceOptimized)
 	gen.db.CompactRangeOpt(grocksdb.Range{}, opts) // nil bounds: everything
 	opts.Destroy()
+	gen.sizes.bump()
 	close(done)
 	wg.Wait()
 

@@ -30,6 +30,8 @@
 // built here). A cluster started with framework.ClusterConfig.DiskFaults
 // reads each member's plan from a file, and Member.SetDiskFault switches
 // it at runtime and waits for the member's acknowledgement:
+// TestSlowDiskLeader runs against etcd too: there strace delays the
+// leader's fdatasync and fsync system calls (stall_test.go; root only).
 // TestDiskErrorStopsTheMember switches failing fsyncs and writes on the
 // WAL, the snapshot files and the RocksDB engine under a put load (the
 // member must stop naming the file and the error, and restarted hold

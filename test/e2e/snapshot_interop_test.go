@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -278,8 +277,7 @@ func TestMakeMirrorFromEtcd(t *testing.T) {
 
 	mctx, stopMirror := context.WithCancel(ctx)
 	defer stopMirror()
-	args := append([]string{"--endpoints=" + src.Member(0).Endpoint()}, src.EtcdctlTLSFlags()...)
-	args = append(args, "make-mirror", "--prefix=/mirror/")
+	args := []string{"make-mirror", "--prefix=/mirror/"}
 	if destTLS := dst.cluster.EtcdctlTLSFlags(); len(destTLS) > 0 {
 		// make-mirror names the destination's TLS flags --dest-*.
 		for _, f := range destTLS {
@@ -287,8 +285,8 @@ func TestMakeMirrorFromEtcd(t *testing.T) {
 		}
 		args = append(args, "--dest-insecure-transport=false")
 	}
-	mirror := exec.CommandContext(mctx, framework.EtcdctlPath(src.RepoRoot()), append(args, dst.member().Endpoint())...)
-	mirror.Env = framework.ProcessEnv()
+	ctl := framework.NewEtcdctl(framework.EtcdctlPath(src.RepoRoot()), []string{src.Member(0).Endpoint()}, src.EtcdctlTLSFlags()...)
+	mirror := ctl.Command(mctx, append(args, dst.member().Endpoint())...)
 	var out strings.Builder
 	mirror.Stdout, mirror.Stderr = &out, &out
 	if err := mirror.Start(); err != nil {

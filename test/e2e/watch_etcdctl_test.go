@@ -58,10 +58,7 @@ func startCtlWatch(ctx context.Context, t *testing.T, s *server, args ...string)
 	t.Helper()
 	procCtx, kill := context.WithCancel(ctx)
 	w := &ctlWatch{t: t, ctx: ctx, args: args, lines: make(chan string, 1024), exited: make(chan struct{})}
-	full := append([]string{"--endpoints=" + strings.Join(s.cluster.Endpoints(), ",")}, s.cluster.EtcdctlTLSFlags()...)
-	full = append(append(full, "watch"), args...)
-	cmd := exec.CommandContext(procCtx, framework.EtcdctlPath(s.cluster.RepoRoot()), full...)
-	cmd.Env = framework.ProcessEnv()
+	cmd := s.cluster.Etcdctl().Command(procCtx, append([]string{"watch"}, args...)...)
 	cmd.Stderr = &w.stderr
 	cmd.WaitDelay = etcdctlExitTimeout
 	// A watch outlives its server (it retries forever), so a crashed test

@@ -41,6 +41,19 @@ func NewEtcdctl(binary string, endpoints []string, flags ...string) *Etcdctl {
 	return &Etcdctl{binary: binary, endpoints: append([]string(nil), endpoints...), flags: flags}
 }
 
+// Command is `etcdctl --endpoints=... args...` with the timeouts and
+// flags Run uses, not started: for a test that drives a long-lived
+// etcdctl itself (a watch, a lock, a mirror) and must not get etcdctl's
+// own 2 s dial timeout.
+func (e *Etcdctl) Command(ctx context.Context, args ...string) *exec.Cmd {
+	full := append([]string{"--endpoints=" + strings.Join(e.endpoints, ",")}, etcdctlTimeouts...)
+	full = append(full, e.flags...)
+	full = append(full, args...)
+	cmd := exec.CommandContext(ctx, e.binary, full...)
+	cmd.Env = ProcessEnv()
+	return cmd
+}
+
 // Run runs `etcdctl --endpoints=... args...` with empty stdin.
 func (e *Etcdctl) Run(ctx context.Context, args ...string) (CmdResult, error) {
 	return e.RunWithStdin(ctx, "", args...)
@@ -50,11 +63,7 @@ func (e *Etcdctl) Run(ctx context.Context, args ...string) (CmdResult, error) {
 // reported in the result, not as an error; the error is for failures to
 // run etcdctl at all, including ctx ending first.
 func (e *Etcdctl) RunWithStdin(ctx context.Context, stdin string, args ...string) (CmdResult, error) {
-	full := append([]string{"--endpoints=" + strings.Join(e.endpoints, ",")}, etcdctlTimeouts...)
-	full = append(full, e.flags...)
-	full = append(full, args...)
-	cmd := exec.CommandContext(ctx, e.binary, full...)
-	cmd.Env = ProcessEnv()
+	cmd := e.Command(ctx, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

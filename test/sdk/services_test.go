@@ -201,7 +201,7 @@ func testElectionService(t *testing.T, e *env, conn *grpc.ClientConn) {
 func etcdctlLine(ctx context.Context, t *testing.T, e *env, args ...string) (<-chan string, *exec.Cmd) {
 	t.Helper()
 	root := e.cluster.RepoRoot()
-	cmd := exec.CommandContext(ctx, framework.EtcdctlPath(root), append([]string{"--endpoints=" + e.endpoint()}, args...)...)
+	cmd := framework.NewEtcdctl(framework.EtcdctlPath(root), []string{e.endpoint()}).Command(ctx, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = &testLogWriter{t: t, prefix: "etcdctl: "}
 	stdout, err := cmd.StdoutPipe()

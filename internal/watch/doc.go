@@ -18,8 +18,13 @@
 //
 // # Delivery
 //
-// Publish never waits: it appends the commit to the backlog and wakes the
-// fan-out goroutine. The fan-out takes whole commits from the backlog (up
+// Publish never waits. When the fan-out is idle (nothing in the backlog)
+// and the commit concerns at most 256 synced watchers (64 events at
+// most), Publish fans it out itself, sparing the event a goroutine
+// hand-off; it takes the hub's lock only if it is free (see direct.go).
+// Otherwise it appends the commit to the backlog and wakes the fan-out
+// goroutine, and later commits follow it there until the fan-out has
+// caught up. The fan-out takes whole commits from the backlog (up
 // to 4096 events at a time), matches each event to the groups of watchers
 // whose keys contain it, copies each touched group's events once for all
 // its watchers, and hands each watcher that wants any a response, each

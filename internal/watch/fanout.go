@@ -1,6 +1,10 @@
 package watch
 
-import "go.etcd.io/etcd/api/v3/mvccpb"
+import (
+	"math"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
 
 // fanOut is the fan-out's scratch space, reused from pass to pass. All its
 // work runs with Hub.mu held.
@@ -48,28 +52,45 @@ func (fo *fanOut) run(h *Hub, run []publication) {
 // full, and returns where it stopped. Each touched group is listed once in
 // touched; hits records, in order, which group each matched event goes to.
 func (fo *fanOut) match(h *Hub, run []publication, start int) (end int) {
-	h.pass++
-	pass := h.pass
-	fo.hits, fo.touched = fo.hits[:0], fo.touched[:0]
+	pass := fo.begin(h)
 	for end = start; end < len(run) && (end == start || len(fo.hits) < fanOutChunkHits); end++ {
 		evs := run[end].events
 		for j := range evs {
-			ev := &evs[j]
-			fo.groups = h.index.match(ev.Kv.Key, fo.groups[:0])
-			for _, g := range fo.groups {
-				if g.synced == 0 {
-					continue
-				}
-				if g.mark != pass {
-					g.mark, g.slot = pass, int32(len(fo.touched))
-					fo.touched = append(fo.touched, groupEvents{g: g})
-				}
-				fo.hits = append(fo.hits, fanOutHit{slot: g.slot, ev: ev})
-			}
+			fo.matchEvent(h, &evs[j], pass, math.MaxInt)
 		}
 	}
 	clear(fo.groups)
 	return end
+}
+
+// begin starts a matching pass and returns its number.
+func (fo *fanOut) begin(h *Hub) uint64 {
+	h.pass++
+	fo.hits, fo.touched = fo.hits[:0], fo.touched[:0]
+	return h.pass
+}
+
+// matchEvent records the groups ev goes to, and returns how many synced
+// watchers the groups it touched first have. It looks at no more than
+// limit+1 groups: with more, it returns more than limit having recorded
+// only part of them (see matchFew).
+func (fo *fanOut) matchEvent(h *Hub, ev *mvccpb.Event, pass uint64, limit int) (watchers int) {
+	fo.groups = h.index.matchUpTo(ev.Kv.Key, fo.groups[:0], limit)
+	if len(fo.groups) > limit {
+		return len(fo.groups)
+	}
+	for _, g := range fo.groups {
+		if g.synced == 0 {
+			continue
+		}
+		if g.mark != pass {
+			g.mark, g.slot = pass, int32(len(fo.touched))
+			fo.touched = append(fo.touched, groupEvents{g: g})
+			watchers += int(g.synced)
+		}
+		fo.hits = append(fo.hits, fanOutHit{slot: g.slot, ev: ev})
+	}
+	return watchers
 }
 
 // deliver gathers each touched group's events, shared by the group's

@@ -99,8 +99,9 @@ type Hub struct {
 	blocks                      *sync.Pool // outbox blocks shared by the streams
 
 	// pubMu guards the backlog: what Publish handed over and the fan-out
-	// has not taken yet. It is held only for O(1) work so that Publish
-	// never waits on the fan-out or on watchers.
+	// has not taken yet. Taken alone, it is held only for O(1) work so
+	// that Publish never waits on the fan-out or on watchers; a direct
+	// delivery (direct.go) holds it, under mu, for its bounded work.
 	pubMu         sync.Mutex
 	backlog       []publication
 	backlogEvents int          // events in backlog
@@ -110,17 +111,19 @@ type Hub struct {
 	// stream. The fan-out and the catch-up path hold it while they hand
 	// responses to streams, never while they read History.
 	//
-	// Lock order: mu, then a Stream's mu (a stream's outbox is filled
-	// with mu held); pubMu is taken alone. Never take mu with a Stream's
-	// mu held.
+	// Lock order: mu, then pubMu (direct delivery) or a Stream's mu (a
+	// stream's outbox is filled with mu held); pubMu may be taken alone.
+	// Never take mu with pubMu or a Stream's mu held.
 	mu         sync.Mutex
 	closed     bool
+	running    bool // the fan-out runs (tests stage states without it)
 	index      *index
 	streams    map[*Stream]struct{}
 	fanRev     int64     // every synced watcher was given all events <= fanRev
 	lagStreams []*Stream // streams with lagging watchers
 	lagCursor  int       // where the next catch-up round starts in lagStreams
 	progressQ  []*Stream // streams with a deferred progress request
+	fo         fanOut    // the scratch of the fan-out and of direct delivery
 	pass       uint64    // fan-out pass counter (group.mark)
 	// groupPasses counts the groups the fan-out and the catch-up path
 	// delivered events to: it identifies one group's events of one pass,
@@ -217,6 +220,9 @@ func newHub(hist History, opts Options) (*Hub, error) {
 // start runs the fan-out and catch-up goroutines. (Tests build a hub
 // without them to stage states that are otherwise too short-lived.)
 func (h *Hub) start() {
+	h.mu.Lock()
+	h.running = true
+	h.mu.Unlock()
 	h.wg.Add(2)
 	go h.fanOutLoop()
 	go h.catchUpLoop()
@@ -248,8 +254,9 @@ func (h *Hub) Close() {
 // takes ownership of the slice and of the KeyValues it points to: neither
 // may be modified afterwards.
 //
-// Publish never blocks on watchers: it appends to the backlog and wakes
-// the fan-out. A Publish whose events do not cover every revision since
+// Publish never blocks on watchers: it hands a small commit to the
+// watchers itself when the fan-out is idle (direct.go), or else appends to
+// the backlog and wakes the fan-out. A Publish whose events do not cover every revision since
 // the previous one (after the store was restored from a snapshot, say)
 // makes every synced watcher catch up from History; Publish(rev, nil)
 // after a restore is how to announce the jump.
@@ -258,6 +265,9 @@ func (h *Hub) Publish(rev int64, events []mvccpb.Event) {
 	case <-h.done:
 		return // closed: nobody will fan out
 	default:
+	}
+	if h.publishDirect(rev, events) {
+		return
 	}
 	h.pubMu.Lock()
 	prev := h.pubRev.Load()
@@ -351,10 +361,7 @@ func (h *Hub) takeBacklog(dst []publication) []publication {
 // fanOutLoop hands published events to the synced watchers.
 func (h *Hub) fanOutLoop() {
 	defer h.wg.Done()
-	var (
-		run []publication
-		fo  fanOut
-	)
+	var run []publication
 	for {
 		select {
 		case <-h.fanWake:
@@ -370,7 +377,7 @@ func (h *Hub) fanOutLoop() {
 			if run[0].resync {
 				h.resyncLocked(run[0].first, run[0].last)
 			} else {
-				fo.run(h, run)
+				h.fo.run(h, run)
 			}
 			h.fanRev = run[len(run)-1].last
 			h.retryProgressLocked()

@@ -1,5 +1,7 @@
 package watch
 
+import "math"
+
 // group is the set of watchers that watch exactly the same keys: one key,
 // a range [key, end), or every key from key on. Matching an event finds
 // groups, never individual watchers, so a thousand clients watching the
@@ -94,13 +96,20 @@ func (ix *index) leave(g *group) {
 
 // match appends to dst every group containing key.
 func (ix *index) match(key []byte, dst []*group) []*group {
+	return ix.matchUpTo(key, dst, math.MaxInt)
+}
+
+// matchUpTo is match, but stops once dst holds more than limit groups: a
+// caller with a bound on its work finds out it is exceeded having done
+// O(log n + limit).
+func (ix *index) matchUpTo(key []byte, dst []*group, limit int) []*group {
 	if len(ix.keys) > 0 {
 		if g := ix.keys[string(key)]; g != nil {
 			dst = append(dst, g)
 		}
 	}
 	if ix.ranges != nil {
-		dst = stab(ix.ranges, key, dst)
+		dst = stab(ix.ranges, key, dst, limit)
 	}
 	return dst
 }
@@ -218,13 +227,13 @@ func (n *rangeNode) fix() {
 // stab appends to dst the groups of the subtree at n whose range contains
 // key. It skips every subtree whose largest end is at or below key and
 // every right subtree whose smallest start is above it, so a query costs
-// O(log n + matches).
-func stab(n *rangeNode, key []byte, dst []*group) []*group {
-	for n != nil {
+// O(log n + matches). It stops once dst holds more than limit groups.
+func stab(n *rangeNode, key []byte, dst []*group, limit int) []*group {
+	for n != nil && len(dst) <= limit {
 		if !n.maxFromKey && string(key) >= n.maxEnd {
 			return dst
 		}
-		dst = stab(n.left, key, dst)
+		dst = stab(n.left, key, dst, limit)
 		if string(key) < n.key {
 			// Everything to the right starts even later.
 			return dst

@@ -63,6 +63,7 @@ func (n *Node) walOptions() wal.Options {
 		Logger:           n.logger,
 		SegmentSizeBytes: n.cfg.WALSegmentSizeBytes,
 		MaxFiles:         n.cfg.MaxWALFiles,
+		Preallocate:      true,
 		SyncFile: func(f *os.File) error {
 			start := time.Now()
 			err := syncFile(f)

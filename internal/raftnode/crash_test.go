@@ -1,6 +1,8 @@
 package raftnode
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +15,9 @@ import (
 	"github.com/metastore-io/metastore/internal/wal"
 )
 
-// syncedSizes remembers, per WAL segment, how many bytes the last fsync
-// made durable: what a power loss would leave of the file.
+// syncedSizes remembers, per WAL segment, how many bytes of records the
+// last fsync made durable: what a power loss would leave of the file
+// before its preallocated space.
 type syncedSizes struct {
 	mu sync.Mutex
 	m  map[string]int64
@@ -24,16 +27,28 @@ func (s *syncedSizes) sync(f *os.File) error {
 	if err := wal.SyncData(f); err != nil {
 		return err
 	}
-	st, err := f.Stat()
+	data, err := os.ReadFile(f.Name())
 	if err != nil {
 		return err
 	}
 	// A new segment's head is synced under its temporary name.
 	name := strings.TrimSuffix(filepath.Base(f.Name()), ".tmp")
 	s.mu.Lock()
-	s.m[name] = st.Size()
+	s.m[name] = recordsEnd(data)
 	s.mu.Unlock()
 	return nil
+}
+
+// recordsEnd is where a segment's records end and its preallocated
+// (zero) space begins: the first record frame (length u32, crc u32,
+// type u8, payload) whose header is all zeros, or the end of data.
+func recordsEnd(data []byte) int64 {
+	const header = 9
+	off := 0
+	for off+header <= len(data) && !bytes.Equal(data[off:off+header], make([]byte, header)) {
+		off += header + int(binary.LittleEndian.Uint32(data[off:]))
+	}
+	return int64(min(off, len(data)))
 }
 
 func (s *syncedSizes) get(name string) int64 {
@@ -135,11 +150,16 @@ func copyCrashImage(t *testing.T, from, to string, synced *syncedSizes) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		image := data[:min(int64(len(data)), synced.get(name)+37)]
+		// The records synced, and a few bytes more that the crash may
+		// have written.
+		image := bytes.Clone(data[:min(int64(len(data)), synced.get(name)+37)])
 		if i == len(names)-1 {
-			// The crash also caught the file being extended: a
-			// zero-filled tail, so that the image is always torn.
-			image = append(image, make([]byte, 16)...)
+			// The crash also caught a record being written, so that
+			// the image is always torn (a header promising 64 bytes
+			// and part of them), and left the rest of the segment's
+			// preallocated space as it was: zeros.
+			image = append(image, 0x40, 0, 0, 0, 1, 2, 3, 4, 2, 7, 7, 7)
+			image = append(image, make([]byte, max(0, len(data)-len(image)))...)
 		}
 		if err := os.WriteFile(filepath.Join(to, name), image, 0o600); err != nil {
 			t.Fatal(err)

@@ -68,11 +68,27 @@
 // a failed write or fsync the WAL refuses further writes: the kernel may have
 // dropped the dirty pages, and a retried fsync would lie.
 //
+// # Preallocation
+//
+// With Options.Preallocate (the member's setting) each segment is given its
+// full size on disk when it is cut (fallocate, as etcd does) and records are
+// written at positions after the last one. A record written into space the
+// file already has does not change the file's size, which the fdatasync of
+// an append has to journal: on ext4 here a small write and its fdatasync
+// took about a fifth less (docs/performance.md, "One writer"). Open reads a
+// segment up to
+// where zeros begin at a record boundary and run to the end of the file:
+// that is the reserve, not a torn record, and it is kept. Only the last
+// segment may have one: cutting the next segment first cuts the current one
+// back to its records, so zeros after the records of an earlier segment are
+// lost records and Open refuses them.
+//
 // # Recovery
 //
 // A record that does not decode (short header, length past the end of the
-// file, CRC mismatch, zeroed bytes, unknown type) in the LAST segment is a
-// torn write from a crash: Open logs a warning with the file and offset,
+// file, CRC mismatch, zeroed bytes followed by anything but zeros, unknown
+// type) in the LAST segment is a torn write from a crash: Open logs a
+// warning with the file and offset,
 // truncates the file there and continues with the intact prefix. The same in
 // any earlier segment, a missing segment or an index gap is not something a
 // crash produces, so Open refuses with an error naming the file and offset.

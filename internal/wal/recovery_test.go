@@ -112,41 +112,58 @@ func TestTruncateAtEveryOffset(t *testing.T) {
 	data, events := buildModelLog(t)
 	opts := Options{SyncFile: noSync}
 	for cut := int64(0); cut <= int64(len(data)); cut++ {
-		dir, w, rec, err := openSegmentBytes(t, data[:cut], opts)
 		if cut < metadataRecordSize {
-			if err == nil {
+			if _, w, _, err := openSegmentBytes(t, data[:cut], opts); err == nil {
 				w.Close()
 				t.Fatalf("cut %d inside the metadata head: Open succeeded", cut)
 			}
 			continue
 		}
-		if err != nil {
-			t.Fatalf("cut %d: Open: %v", cut, err)
-		}
-		wantEnts, wantHS, intact := expectPrefix(events, cut)
-		entriesEqual(t, rec.Entries, wantEnts)
-		if rec.HardState != wantHS {
-			t.Fatalf("cut %d: hard state %+v, want %+v", cut, rec.HardState, wantHS)
-		}
-		path := filepath.Join(dir, segment{}.name())
-		if got := fileSize(t, path); got != intact {
-			t.Fatalf("cut %d: file is %d bytes after Open, want the intact prefix %d", cut, got, intact)
-		}
-		// The repaired log appends where the intact prefix ended.
-		nextIndex := uint64(1)
-		if len(wantEnts) > 0 {
-			nextIndex = wantEnts[len(wantEnts)-1].Index + 1
-		}
-		extra := ents(nextIndex, nextIndex, 9)
-		mustSave(t, w, raftpb.HardState{Term: 9, Vote: 2, Commit: 1}, extra)
-		mustClose(t, w)
-		w, rec = mustOpen(t, dir, opts)
-		entriesEqual(t, rec.Entries, append(wantEnts, extra...))
-		if rec.HardState != (raftpb.HardState{Term: 9, Vote: 2, Commit: 1}) {
-			t.Fatalf("cut %d: hard state after append %+v", cut, rec.HardState)
-		}
-		mustClose(t, w)
+		checkCutRecovers(t, data, events, cut, opts)
 	}
+}
+
+// checkCutRecovers opens a log whose only segment holds data up to cut,
+// followed by zeros up to opts' reserve when it preallocates. Open must
+// recover the records intact before the cut, leave the file its intact
+// prefix (or its reserve), and go on appending where that prefix ended.
+func checkCutRecovers(t *testing.T, data []byte, events []writtenEvent, cut int64, opts Options) {
+	t.Helper()
+	file := data[:cut]
+	if opts.Preallocate {
+		file = make([]byte, opts.SegmentSizeBytes)
+		copy(file, data[:cut])
+	}
+	dir, w, rec, err := openSegmentBytes(t, file, opts)
+	if err != nil {
+		t.Fatalf("cut %d: Open: %v", cut, err)
+	}
+	wantEnts, wantHS, intact := expectPrefix(events, cut)
+	entriesEqual(t, rec.Entries, wantEnts)
+	if rec.HardState != wantHS {
+		t.Fatalf("cut %d: hard state %+v, want %+v", cut, rec.HardState, wantHS)
+	}
+	wantSize := intact
+	if opts.Preallocate {
+		wantSize = opts.SegmentSizeBytes
+	}
+	if got := fileSize(t, filepath.Join(dir, segment{}.name())); got != wantSize {
+		t.Fatalf("cut %d: file is %d bytes after Open, want %d", cut, got, wantSize)
+	}
+	// The repaired log appends where the intact prefix ended.
+	nextIndex := uint64(1)
+	if len(wantEnts) > 0 {
+		nextIndex = wantEnts[len(wantEnts)-1].Index + 1
+	}
+	extra := ents(nextIndex, nextIndex, 9)
+	mustSave(t, w, raftpb.HardState{Term: 9, Vote: 2, Commit: 1}, extra)
+	mustClose(t, w)
+	w, rec = mustOpen(t, dir, opts)
+	entriesEqual(t, rec.Entries, append(wantEnts, extra...))
+	if rec.HardState != (raftpb.HardState{Term: 9, Vote: 2, Commit: 1}) {
+		t.Fatalf("cut %d: hard state after append %+v", cut, rec.HardState)
+	}
+	mustClose(t, w)
 }
 
 func TestFlipByteAtEveryOffset(t *testing.T) {
@@ -190,8 +207,9 @@ func TestFlipByteAtEveryOffset(t *testing.T) {
 func TestTornTailIsLoggedWithFileAndOffset(t *testing.T) {
 	data, events := buildModelLog(t)
 	var logs logBuffer
-	withZeros := append(bytes.Clone(data), make([]byte, 100)...)
-	dir, w, rec, err := openSegmentBytes(t, withZeros, Options{Logger: logs.logger(), SyncFile: noSync})
+	// A record cut short: a header promising more than is there.
+	torn := append(bytes.Clone(data), 0x40, 0, 0, 0, 1, 2, 3, 4, 2, 7, 7)
+	dir, w, rec, err := openSegmentBytes(t, torn, Options{Logger: logs.logger(), SyncFile: noSync})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,6 +414,7 @@ func FuzzOpenSegment(f *testing.F) {
 	f.Add(valid)
 	f.Add(valid[:len(valid)/2])
 	f.Add(append(bytes.Clone(valid), 0, 0, 0, 0, 0))
+	f.Add(append(append(bytes.Clone(valid), make([]byte, 64)...), 1)) // zeros, then not
 	f.Add(handSegment(&testing.T{}, testMeta, append(ents(1, 1, 1), ents(3, 3, 1)...)))
 	f.Add([]byte("not a wal at all"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1,10 +1,13 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -70,14 +73,16 @@ func listSegments(dir string) ([]segment, []string, error) {
 	return segs, removedTmp, nil
 }
 
-// createSegment writes head as the first bytes of a new segment file and
-// makes it durable before it becomes visible under its final name, so that a
-// crash never leaves a segment without its head records. The returned file is
-// open for appending.
-func createSegment(dir string, s segment, head []byte, syncFile func(*os.File) error) (*os.File, error) {
+// createSegment writes head as the first bytes of a new segment file,
+// reserves reserve bytes for it (0: none; see Options.Preallocate), and
+// makes it durable before it becomes visible under its final name, so that
+// a crash never leaves a segment without its head records. The returned
+// file is open for writing (at positions: the WAL writes after its last
+// record, not at the end of the reserved space).
+func createSegment(dir string, s segment, head []byte, reserve int64, syncFile func(*os.File) error) (*os.File, error) {
 	final := filepath.Join(dir, s.name())
 	tmp := final + tmpExt
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", tmp, err)
 	}
@@ -89,6 +94,11 @@ func createSegment(dir string, s segment, head []byte, syncFile func(*os.File) e
 	}
 	if _, err := f.Write(head); err != nil {
 		return fail(fmt.Errorf("write segment head %s: %w", tmp, err))
+	}
+	if reserve > int64(len(head)) {
+		if err := preallocate(f, reserve); err != nil {
+			return fail(err)
+		}
 	}
 	if err := syncFile(f); err != nil {
 		return fail(fmt.Errorf("sync segment %s: %w", tmp, err))
@@ -104,7 +114,7 @@ func createSegment(dir string, s segment, head []byte, syncFile func(*os.File) e
 	}
 	// Reopen under the final name so that errors and logs name the file
 	// that exists.
-	f, err = os.OpenFile(final, os.O_WRONLY|os.O_APPEND, 0)
+	f, err = os.OpenFile(final, os.O_WRONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %s: %w", final, err)
 	}
@@ -113,3 +123,88 @@ func createSegment(dir string, s segment, head []byte, syncFile func(*os.File) e
 
 // syncDir makes file creations, renames and removals in dir durable.
 func syncDir(dir string) error { return fileutil.SyncDir(dir) }
+
+// readChunk is how much of a segment file is read at a time.
+const readChunk = 1 << 20
+
+// readSegmentFile returns the bytes of a segment up to where its reserved
+// space begins: zeros from a record boundary to the end of the file, which
+// preallocation leaves (Options.Preallocate). reserved reports whether
+// such space was found (and left out). Only the records are held in
+// memory, not the segment's full reserved size. Anything else, a torn or
+// damaged tail included, is returned as it is for scanRecords to judge.
+func readSegmentFile(path string) (data []byte, reserved bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	data = make([]byte, 0, min(st.Size(), readChunk))
+	frame := 0 // the start of the first record not yet walked
+	for {
+		for len(data)-frame >= headerSize {
+			if isZero(data[frame : frame+headerSize]) {
+				if rest, err := zeroFrom(f, data[frame:]); err != nil || !rest {
+					// Not reserved space: let the scan see all of it.
+					whole, err := os.ReadFile(path)
+					return whole, false, err
+				}
+				return data[:frame], true, nil
+			}
+			next := frame + headerSize + int(binary.LittleEndian.Uint32(data[frame:]))
+			if next > len(data) {
+				break
+			}
+			frame = next
+		}
+		n, err := readMore(f, &data)
+		if n == 0 || errors.Is(err, io.EOF) {
+			return data, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+// readMore appends up to readChunk bytes of f to *data.
+func readMore(f *os.File, data *[]byte) (int, error) {
+	d := slices.Grow(*data, readChunk)
+	n, err := f.Read(d[len(d) : len(d)+readChunk])
+	*data = d[:len(d)+n]
+	return n, err
+}
+
+// zeroFrom reports whether head and everything left to read in f are
+// zeros.
+func zeroFrom(f *os.File, head []byte) (bool, error) {
+	if !isZero(head) {
+		return false, nil
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		if !isZero(buf[:n]) {
+			return false, nil
+		}
+		if errors.Is(err, io.EOF) || (n == 0 && err == nil) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -57,6 +57,15 @@ type Options struct {
 	// never deleted. Zero deletes every released segment at once,
 	// negative keeps them all.
 	MaxFiles int
+	// Preallocate reserves SegmentSizeBytes on disk for each segment when
+	// it is cut (fallocate, as etcd does), and for the last one on Open.
+	// Records are then written into space the file already has, so their
+	// fdatasync does not journal a new file size: about a fifth faster on
+	// ext4 here (bench/trace.sh, docs/performance.md "One writer"). The
+	// reserved space reads as zeros after the last record, which Open
+	// takes for the end of the log; a segment is cut back to its records
+	// when the next one is cut.
+	Preallocate bool
 }
 
 func (o Options) withDefaults() Options {
@@ -152,7 +161,7 @@ func Create(dir string, meta Metadata, opts Options) (*WAL, error) {
 	}
 	w := &WAL{dir: dir, opts: opts, meta: meta, lastIndexKnown: true}
 	first := segment{seq: 0, firstIndex: 0}
-	f, err := createSegment(tmpDir, first, w.head(nil), opts.SyncFile)
+	f, err := createSegment(tmpDir, first, w.head(nil), w.reserve(), opts.SyncFile)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +175,7 @@ func Create(dir string, meta Metadata, opts Options) (*WAL, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, first.name())
-	if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err != nil {
+	if f, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
 		return nil, fmt.Errorf("open segment %s: %w", path, err)
 	}
 	w.segments = []segment{first}
@@ -226,11 +235,18 @@ func Open(dir string, opts Options) (*WAL, *Recovered, error) {
 		}
 	}
 	tailPath := filepath.Join(dir, segs[len(segs)-1].name())
-	f, err := os.OpenFile(tailPath, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(tailPath, os.O_WRONLY, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open WAL segment %s for append: %w", tailPath, err)
 	}
 	w.tail, w.tailSize = f, tailSize
+	if r := w.reserve(); r > tailSize {
+		// A segment cut before preallocation was on, or cut back to its
+		// intact records above, gets its reserve now.
+		if err := preallocate(f, r); err != nil {
+			return nil, nil, errors.Join(err, f.Close())
+		}
+	}
 	if tailSize == 0 {
 		// The whole last segment was torn away, head included: give it its
 		// head back so it can be read on its own once older ones go.
@@ -245,9 +261,14 @@ func Open(dir string, opts Options) (*WAL, *Recovered, error) {
 // readSegment feeds the records of one segment to p and returns the size of
 // its intact prefix, truncating a torn tail when isLast.
 func readSegment(path string, p *replay, isLast bool, opts Options) (int64, error) {
-	data, err := os.ReadFile(path)
+	data, reserved, err := readSegmentFile(path)
 	if err != nil {
 		return 0, fmt.Errorf("read WAL segment %s: %w", path, err)
+	}
+	if reserved && !isLast {
+		// Cutting the next segment cuts this one back to its records.
+		return 0, fmt.Errorf("WAL segment %s at offset %d (not the last segment): %w: zero-filled space after the last record",
+			path, len(data), errCorrupt)
 	}
 	first := true
 	intact, decodeErr, applyErr := scanRecords(data, func(r *record) error {
@@ -268,6 +289,8 @@ func readSegment(path string, p *replay, isLast bool, opts Options) (int64, erro
 	}
 	opts.Logger.Warn("truncating torn WAL tail",
 		"file", path, "offset", intact, "dropped_bytes", len(data)-intact, "reason", decodeErr.Error())
+	// The reserved space after a torn record goes too; Open reserves it
+	// again.
 	if err := truncateFile(path, int64(intact), opts.SyncFile); err != nil {
 		return 0, err
 	}
@@ -474,7 +497,17 @@ func (w *WAL) writable() error {
 	return nil
 }
 
-// write appends buf to the tail segment, with an fsync when sync is set.
+// reserve is the size preallocated for a segment, 0 without
+// Options.Preallocate.
+func (w *WAL) reserve() int64 {
+	if !w.opts.Preallocate {
+		return 0
+	}
+	return w.opts.SegmentSizeBytes
+}
+
+// write appends buf to the tail segment after its last record, with an
+// fsync when sync is set.
 func (w *WAL) write(buf []byte, sync bool) error {
 	start := time.Now()
 	var n int
@@ -483,7 +516,7 @@ func (w *WAL) write(buf []byte, sync bool) error {
 		err = diskfault.BeforeWrite(w.tail.Name())
 	}
 	if err == nil {
-		n, err = w.tail.Write(buf)
+		n, err = w.tail.WriteAt(buf, w.tailSize)
 	}
 	w.tailSize += int64(n)
 	if w.opts.OnWrite != nil {
@@ -518,9 +551,12 @@ func (w *WAL) maybeRotate() error {
 			return err
 		}
 	}
+	if err := w.cutBackTail(); err != nil {
+		return err
+	}
 	next := segment{seq: w.segments[len(w.segments)-1].seq + 1, firstIndex: w.lastIndex + 1}
 	head := w.head(nil)
-	f, err := createSegment(w.dir, next, head, w.opts.SyncFile)
+	f, err := createSegment(w.dir, next, head, w.reserve(), w.opts.SyncFile)
 	if err != nil {
 		w.failed = err
 		return err
@@ -530,6 +566,29 @@ func (w *WAL) maybeRotate() error {
 	w.segments = append(w.segments, next)
 	if err := old.Close(); err != nil {
 		return fmt.Errorf("close WAL segment %s: %w", old.Name(), err)
+	}
+	return nil
+}
+
+// cutBackTail drops the tail segment's reserved space before the next
+// segment is cut: only the last segment may end in zeros (Open refuses
+// them anywhere else, where they would hide lost records).
+func (w *WAL) cutBackTail() error {
+	st, err := w.tail.Stat()
+	if err != nil {
+		w.failed = fmt.Errorf("stat WAL segment %s: %w", w.tail.Name(), err)
+		return w.failed
+	}
+	if st.Size() <= w.tailSize {
+		return nil
+	}
+	if err := w.tail.Truncate(w.tailSize); err != nil {
+		w.failed = fmt.Errorf("cut back WAL segment %s: %w", w.tail.Name(), err)
+		return w.failed
+	}
+	if err := w.opts.SyncFile(w.tail); err != nil {
+		w.failed = fmt.Errorf("sync WAL segment %s: %w", w.tail.Name(), err)
+		return w.failed
 	}
 	return nil
 }

@@ -1,24 +1,35 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/v3discovery"
 )
 
 // discoveryFlags are etcd's bootstrap-by-discovery flags: v2 discovery
 // (--discovery, a discovery.etcd.io style URL), v3 discovery
 // (--discovery-endpoints and --discovery-token, an etcd cluster used as the
 // registry) and DNS SRV discovery (--discovery-srv). MetaStore bootstraps
-// only from --initial-cluster: the flags are parsed and checked as etcd
-// checks them, and a member that would have to bootstrap through discovery
-// refuses to start with a message that says so. A member that already has
-// its data directory ignores them, as etcd does on a restart.
+// from --initial-cluster or through v3 discovery (bootstrap); the flags
+// are parsed and checked as etcd checks them, and a member that would
+// have to bootstrap through v2 or DNS SRV discovery refuses to start with
+// a message that says so. A member that already has its data directory
+// ignores them, as etcd does on a restart.
 type discoveryFlags struct {
 	url               string
 	proxy             string
@@ -100,21 +111,114 @@ func (d *discoveryFlags) validate(initialClusterSet bool) error {
 	return nil
 }
 
-// refuseUnbootstrapped refuses to start a member that would need
-// discovery to find its cluster: one without a data directory yet.
-func (d *discoveryFlags) refuseUnbootstrapped(dataDir string) error {
+// bootstrap resolves the initial cluster of a new member configured for
+// discovery: through the registry for v3 discovery (--discovery-endpoints
+// and --discovery-token), which then also gives the cluster token, as
+// etcd derives member IDs from the discovery token. v2 discovery and DNS
+// SRV discovery are refused with a message that says so. A member that
+// already has its data directory ignores discovery, as etcd does on a
+// restart. ctx ends the wait for the other members.
+func (d *discoveryFlags) bootstrap(ctx context.Context, o *options, logger *slog.Logger) error {
 	if !d.requested() {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "member")); err == nil {
-		return nil // restart: etcd ignores discovery too
+	if _, err := os.Stat(filepath.Join(o.dataDir, "member")); err == nil {
+		logger.Warn("discovery token is ignored since cluster already initialized; valid logs are found", "data-dir", o.dataDir)
+		return nil
 	}
-	method := "--discovery"
 	switch {
 	case d.srv != "":
-		method = "--discovery-srv"
-	case len(d.endpoints) > 0:
-		method = "--discovery-endpoints"
+		return errors.New("--discovery-srv: MetaStore does not bootstrap through DNS SRV discovery; use --discovery-endpoints and --discovery-token, or list the members with --initial-cluster")
+	case d.url != "":
+		return errors.New("--discovery: MetaStore does not bootstrap through v2 discovery (deprecated in etcd 3.6); use --discovery-endpoints and --discovery-token, or list the members with --initial-cluster")
 	}
-	return fmt.Errorf("%s: MetaStore does not bootstrap through etcd discovery; list the members with --initial-cluster (and --initial-cluster-state) instead", method)
+	cfg, err := d.config(logger)
+	if err != nil {
+		return err
+	}
+	peerURLs := splitURLs(o.initialAdvertisePeerURLs)
+	self := make([]string, 0, len(peerURLs))
+	for _, u := range peerURLs {
+		self = append(self, o.name+"="+u)
+	}
+	slices.Sort(self) // as etcd's URLsMap.String()
+	logger.Info("Bootstrapping cluster using v3 discovery.")
+	id := membership.MemberID(peerURLs, d.token, nil)
+	cluster, err := v3discovery.JoinCluster(ctx, cfg, id, strings.Join(self, ","))
+	if err != nil {
+		logger.Warn("failed to bootstrap; discovery token was already used", "discovery-token", d.token, "error", err)
+		logger.Warn("do not reuse discovery token; generate a new one to bootstrap a cluster")
+		return fmt.Errorf("failed to join discovery cluster (%w)", err)
+	}
+	members, err := membership.ParseInitialCluster(cluster)
+	if err != nil {
+		return fmt.Errorf("discovery cluster %s: %w", cluster, err)
+	}
+	seen := map[string]bool{}
+	for _, m := range members {
+		for _, u := range m.PeerURLs {
+			if seen[u] {
+				return fmt.Errorf("discovery cluster %s has duplicate url", cluster)
+			}
+			seen[u] = true
+		}
+	}
+	o.initialCluster, o.initialClusterToken = cluster, d.token
+	return nil
+}
+
+// config is the registry client's configuration from the flags, as
+// etcd's clientv3.NewClientConfig builds it.
+func (d *discoveryFlags) config(logger *slog.Logger) (v3discovery.Config, error) {
+	cfg := v3discovery.Config{
+		Token:          d.token,
+		RequestTimeout: d.requestTimeout,
+		Logger:         logger,
+		Client: clientv3.Config{
+			Endpoints:            uniqueStrings(d.endpoints),
+			DialTimeout:          d.dialTimeout,
+			DialKeepAliveTime:    d.keepAliveTime,
+			DialKeepAliveTimeout: d.keepAliveTimeout,
+			Username:             d.user,
+			Password:             d.password,
+			Logger:               zap.NewNop(),
+		},
+	}
+	if d.password == "" {
+		// --discovery-user=name:password
+		cfg.Client.Username, cfg.Client.Password, _ = strings.Cut(d.user, ":")
+	}
+	var tlsCfg *tls.Config
+	if d.cert != "" || d.key != "" || d.cacert != "" {
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		if d.cert != "" || d.key != "" {
+			pair, err := tls.LoadX509KeyPair(d.cert, d.key)
+			if err != nil {
+				return cfg, fmt.Errorf("--discovery-cert/--discovery-key: %w", err)
+			}
+			tlsCfg.Certificates = []tls.Certificate{pair}
+		}
+		if d.cacert != "" {
+			pem, err := os.ReadFile(d.cacert)
+			if err != nil {
+				return cfg, fmt.Errorf("--discovery-cacert: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return cfg, fmt.Errorf("--discovery-cacert %s: no certificate found", d.cacert)
+			}
+			tlsCfg.RootCAs = pool
+		}
+	}
+	if tlsCfg == nil && !d.insecure {
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if d.skipTLSVerify {
+		if tlsCfg == nil {
+			tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		tlsCfg.InsecureSkipVerify = true
+	}
+	cfg.Client.TLS = tlsCfg
+	return cfg, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,14 +120,15 @@ func TestNormalizeArgs(t *testing.T) {
 
 func TestDiscoveryRefusedOnlyForANewMember(t *testing.T) {
 	d := discoveryFlags{srv: "example.com"}
-	dir := t.TempDir()
-	if err := d.refuseUnbootstrapped(dir); err == nil || !strings.Contains(err.Error(), "--discovery-srv") {
+	o := &options{dataDir: t.TempDir()}
+	logger := slog.New(slog.DiscardHandler)
+	if err := d.bootstrap(t.Context(), o, logger); err == nil || !strings.Contains(err.Error(), "--discovery-srv") {
 		t.Fatalf("new member: %v", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "member"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(o.dataDir, "member"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.refuseUnbootstrapped(dir); err != nil {
+	if err := d.bootstrap(t.Context(), o, logger); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
 }

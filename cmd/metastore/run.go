@@ -40,11 +40,11 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 	defer built.Close()
 	logger := built.Logger
 	logStartup(o, fs, notes, logger)
-	if err := o.discovery.refuseUnbootstrapped(o.dataDir); err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(ctxOrBackground(ctx), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if err := o.discovery.bootstrap(ctx, o, logger); err != nil {
+		return err
+	}
 	defer startGCHeadroom(o, logger)()
 	if o.pprofEnabled() {
 		// etcd samples 1 in 5 mutex contention events once profiling is

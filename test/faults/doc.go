@@ -31,7 +31,8 @@
 // reads each member's plan from a file, and Member.SetDiskFault switches
 // it at runtime and waits for the member's acknowledgement:
 // TestSlowDiskLeader runs against etcd too: there strace delays the
-// leader's fdatasync and fsync system calls (stall_test.go; root only).
+// leader's fdatasync and fsync system calls (stall_test.go; root only),
+// and TestDiskErrorStopsTheMember's fsync case fails them with EIO.
 // TestDiskErrorStopsTheMember switches failing fsyncs and writes on the
 // WAL, the snapshot files and the RocksDB engine under a put load (the
 // member must stop naming the file and the error, and restarted hold

@@ -19,11 +19,12 @@ import (
 // threads.
 const straceAttachWait = 20 * time.Second
 
-// fsyncStaller stalls a member's fsyncs: MetaStore's through its
-// disk-fault seam (bin/metastore-faults, framework.Member.SetDiskFault);
-// etcd's, which has no seam here, by delaying its fdatasync and fsync
-// system calls with strace's syscall tampering (-e inject=...:
-// delay_enter), so that the same test checks etcd's behaviour too.
+// fsyncStaller stalls or fails a member's fsyncs: MetaStore's through
+// its disk-fault seam (bin/metastore-faults, framework.Member.SetDiskFault);
+// etcd's, which has no seam here, by delaying or failing its fdatasync
+// and fsync system calls with strace's syscall tampering (-e inject=...:
+// delay_enter or error), so that the same test checks etcd's behaviour
+// too.
 type fsyncStaller struct {
 	target framework.Target
 }
@@ -63,18 +64,40 @@ func (s fsyncStaller) clusterConfig(cfg framework.ClusterConfig) framework.Clust
 func (s fsyncStaller) stall(ctx context.Context, t *testing.T, m *framework.Member, d time.Duration) (heal func()) {
 	t.Helper()
 	if s.target == framework.TargetMetaStore {
-		if err := m.SetDiskFault(ctx, fmt.Sprintf("fsync-delay=%v", d)); err != nil {
-			t.Fatal(err)
-		}
-		return func() {
-			if err := m.SetDiskFault(ctx, ""); err != nil {
-				t.Error(err)
-			}
+		return setDiskFault(ctx, t, m, fmt.Sprintf("fsync-delay=%v", d))
+	}
+	return straceFsyncs(t, m, "delay_enter="+strconv.FormatInt(d.Microseconds(), 10), fmt.Sprintf("delays them by %v", d))
+}
+
+// failFsyncs makes every fsync of m fail with EIO from now until heal is
+// called (after m stopped: heal leaves it a healthy disk to restart on).
+func (s fsyncStaller) failFsyncs(ctx context.Context, t *testing.T, m *framework.Member) (heal func()) {
+	t.Helper()
+	if s.target == framework.TargetMetaStore {
+		return setDiskFault(ctx, t, m, "fsync-error")
+	}
+	return straceFsyncs(t, m, "error=EIO", "fails them with EIO")
+}
+
+// setDiskFault switches m's disk-fault plan to spec until heal.
+func setDiskFault(ctx context.Context, t *testing.T, m *framework.Member, spec string) (heal func()) {
+	t.Helper()
+	if err := m.SetDiskFault(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := m.SetDiskFault(ctx, ""); err != nil {
+			t.Error(err)
 		}
 	}
-	us := strconv.FormatInt(d.Microseconds(), 10)
+}
+
+// straceFsyncs tampers with every fdatasync and fsync call of m's process
+// (strace -e inject=...:tamper) until stop, or until the process exits.
+func straceFsyncs(t *testing.T, m *framework.Member, tamper, what string) (stop func()) {
+	t.Helper()
 	cmd := exec.Command("strace", "-f", "-o", "/dev/null",
-		"-e", "trace=fdatasync,fsync", "-e", "inject=fdatasync,fsync:delay_enter="+us,
+		"-e", "trace=fdatasync,fsync", "-e", "inject=fdatasync,fsync:"+tamper,
 		"-p", strconv.Itoa(m.PID()))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -106,7 +129,7 @@ func (s fsyncStaller) stall(ctx context.Context, t *testing.T, m *framework.Memb
 		_ = cmd.Process.Kill()
 		t.Fatalf("strace did not attach to %s within %v", m.Name(), straceAttachWait)
 	}
-	t.Logf("strace delays %s's fdatasync and fsync calls by %v", m.Name(), d)
+	t.Logf("strace tampers with %s's fdatasync and fsync calls: %s", m.Name(), what)
 	return func() {
 		// SIGINT detaches strace from every thread, which runs on.
 		_ = cmd.Process.Signal(syscall.SIGINT)

@@ -16,7 +16,7 @@ const (
 	// live heap.
 	DefaultPercent = 50
 	// DefaultMinHeadroom is the least headroom, in bytes.
-	DefaultMinHeadroom = 64 << 20
+	DefaultMinHeadroom = 32 << 20
 	// MaxPercent caps the target the floor alone can ask for: GOGC=100,
 	// so that the floor is never more than the live heap.
 	MaxPercent = 100

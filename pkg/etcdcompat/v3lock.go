@@ -26,7 +26,12 @@ import (
 
 // loopbackBufferBytes sizes each direction of the in-memory connection the
 // coordination services use to reach the member's own KV, Lease and Watch.
-const loopbackBufferBytes = 1 << 20
+// bufconn allocates both directions up front and keeps them for the
+// member's life; a writer that fills one waits for the reader, so the size
+// only bounds how much is in flight: HTTP/2's initial window (64 KiB) is
+// what gRPC sends before the peer answers anyway. (It was 1 MiB: 2 MiB of
+// every member's live heap, twice that resident under GOGC=100.)
+const loopbackBufferBytes = 64 << 10
 
 // loopbackEndpoint is the endpoint the in-process client believes it dials;
 // the dialer ignores it and connects to the in-memory listener.

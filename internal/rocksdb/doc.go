@@ -58,7 +58,7 @@
 // Why keep the WAL at all, given the Raft log? With the WAL off the
 // argument above still yields a whole-batch prefix (memtables are
 // flushed in order), but even a plain process crash loses every memtable
-// not yet flushed, up to MaxWriteBuffers x WriteBufferSize (128 MiB by
+// not yet flushed, up to MaxWriteBuffers x WriteBufferSize (64 MiB by
 // default); a restart must then replay that much of the Raft log, and the
 // Raft layer would have to keep its log back to RocksDB's last flush,
 // which it cannot see. The WAL costs one buffered sequential write(2) per
@@ -137,7 +137,7 @@
 // index and filter blocks (the kernel's page cache holds the SST files
 // too); BloomBitsPerKey 10, whole-key filters skipped on the last level
 // because the MVCC layer only reads revisions it knows exist; Compression
-// lz4; WriteBufferSize 32 MiB; MaxWriteBuffers 4; MaxBackgroundJobs 4.
+// lz4; WriteBufferSize 16 MiB; MaxWriteBuffers 4; MaxBackgroundJobs 4.
 // Fixed choices: dynamic level sizing (space amplification near 1.1),
 // 64 MiB compaction output files, 1 MiB bytes_per_sync for SST and WAL
 // writeback, RocksDB's own LOG at warning level.

@@ -77,12 +77,19 @@ type Options struct {
 	Compression Compression
 
 	// WriteBufferSize is the size, in bytes, of one memtable before it is
-	// frozen and flushed to an L0 file. Must be >= 64 KiB. Default 32 MiB,
-	// half RocksDB's usual: the live memtable is resident however full it
-	// is (and MaxWriteBuffers of them during a flush backlog), and the
-	// price, twice as many flushes, is small here: revision keys arrive in
-	// ascending order, so flushed files hold disjoint key ranges and
-	// compacting them is mostly trivial moves, however small they are.
+	// frozen and flushed to an L0 file. Must be >= 64 KiB. Default 16 MiB,
+	// a quarter of RocksDB's usual: the live memtable is resident however
+	// full it is (and MaxWriteBuffers of them during a flush backlog), and
+	// once 16 MiB have been written it is as full as it gets, on every
+	// member, whatever the data set: 32 MiB peaked 9 MiB higher than 16 MiB
+	// for 100,000 puts of 256 B (130 against 121 MiB resident, etcd 93;
+	// docs/performance.md, "Peak memory"), with CPU per put within the
+	// noise. The price, more flushes, is small here: revision keys arrive
+	// in ascending order, so flushed files hold nearly disjoint key ranges,
+	// and flushing is I/O in the background; four memtables (64 MiB) still
+	// absorb a burst while one flushes (TestOverloadMaxSizePuts, 64
+	// clients putting 1.5 MiB values: 102 puts in 4 s, 121 with 32 MiB,
+	// one run each on a loaded machine).
 	WriteBufferSize int64
 
 	// MaxWriteBuffers is how many memtables (the active one plus frozen
@@ -103,7 +110,7 @@ func DefaultOptions() Options {
 		BlockCacheSize:    64 << 20,
 		BloomBitsPerKey:   10,
 		Compression:       CompressionLZ4,
-		WriteBufferSize:   32 << 20,
+		WriteBufferSize:   16 << 20,
 		MaxWriteBuffers:   4,
 		MaxBackgroundJobs: 4,
 	}

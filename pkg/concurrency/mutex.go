@@ -99,12 +99,24 @@ func (m *Mutex) Lock(ctx context.Context) error {
 }
 
 // join puts the session in the mutex's queue (or finds it already there)
-// and records its key and create revision.
+// and records its key and create revision. If ctx ends while the put is
+// under way, the put may have been applied without the answer reaching
+// us: join then takes back whatever this session's key is, as
+// Election.Campaign does (beyond etcd, whose abandoned waiter lingers
+// until its lease expires; the SDK test saw the key still there after
+// Lock returned context.Canceled).
 func (m *Mutex) join(ctx context.Context) (queue.Position, error) {
 	lease := m.s.Lease()
 	m.key = fmt.Sprintf("%s%x", m.prefix, lease)
-	pos, err := queue.Join(ctx, m.s.Client(), m.prefix, m.key, "", lease)
+	client := m.s.Client()
+	pos, err := queue.Join(ctx, client, m.prefix, m.key, "", lease)
 	if err != nil {
+		if ctx.Err() != nil {
+			_, _ = client.Txn(client.Ctx()).
+				If(clientv3.Compare(clientv3.LeaseValue(m.key), "=", lease)).
+				Then(clientv3.OpDelete(m.key)).
+				Commit()
+		}
 		return pos, err
 	}
 	m.rev = pos.Rev

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -137,12 +139,25 @@ func testSessionExpiryOnPausedMember(t *testing.T, e *env) {
 	if err := holder.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	watchersBefore := watcherCount(ctx, t, frozen)
 	waiterSession := newSession(t, cliFrozen, concurrency.WithTTL(shortTTL))
 	waited := make(chan error, 1)
 	go func() { waited <- concurrency.NewMutex(waiterSession, pfx+"/mutex").Lock(ctx) }()
 	for _, q := range []string{pfx + "/election/", pfx + "/mutex/"} {
 		if err := waitForKeys(ctx, cliOther, q, 2); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// The waiter must be parked in its watch for the holder's key when
+	// the member freezes, not in the read before it: a read the frozen
+	// member had begun outlives the request timeout while frozen and is
+	// answered "request timed out" on resume, which Lock returns (seen
+	// in a loaded run). The waiter's watch is the only one on that member.
+	for watcherCount(ctx, t, frozen) <= watchersBefore {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the waiter never watched through %s: %v", frozen.Name(), ctx.Err())
+		case <-time.After(50 * time.Millisecond): // the gauge is polled
 		}
 	}
 
@@ -198,6 +213,33 @@ func testSessionExpiryOnPausedMember(t *testing.T, e *env) {
 	case <-ctx.Done():
 		t.Fatal("the expired waiter's Lock never returned")
 	}
+}
+
+// watcherCount is m's etcd_debugging_mvcc_watcher_total gauge: the
+// watchers registered on it, from its /metrics page.
+func watcherCount(ctx context.Context, t *testing.T, m *framework.Member) float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.ClientURL()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := m.HTTPClient(t).Do(req)
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", m.Name(), err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "etcd_debugging_mvcc_watcher_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metrics of %s: %q: %v", m.Name(), sc.Text(), err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("metrics of %s: no etcd_debugging_mvcc_watcher_total (%v)", m.Name(), sc.Err())
+	return 0
 }
 
 // testRegistryOwnerDies: an instance registered by another process, on

@@ -3,6 +3,7 @@ package linearizability
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -111,6 +112,17 @@ func (d *diskFaults) prepareDataDir() func(name, dir string) error {
 // inject hurts m with the disk fault f; ms (never nil with a disk fault)
 // replaces members. hold is how long m stays down or its disk full.
 func (d *diskFaults) inject(ctx context.Context, f fault, m *framework.Member, ms *membership, hold time.Duration) error {
+	from := logSize(m)
+	if err := d.injectOn(ctx, f, m, ms, hold); err != nil {
+		// The framework prints the last lines of a failed test's logs,
+		// which a member retrying one thing can fill: say what else it
+		// complained of since the fault began.
+		return fmt.Errorf("%w\n%s's warnings and errors since the fault began:\n%s", err, m.Name(), logDigest(logSince(m, from)))
+	}
+	return nil
+}
+
+func (d *diskFaults) injectOn(ctx context.Context, f fault, m *framework.Member, ms *membership, hold time.Duration) error {
 	// Healing goes on when the run ends meanwhile.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), diskRecoveryTimeout)
 	defer cancel()
@@ -277,6 +289,48 @@ func logSince(m *framework.Member, from int64) string {
 		return ""
 	}
 	return string(b)
+}
+
+// digestLines bounds logDigest's answer.
+const digestLines = 40
+
+// logDigest lists the distinct warning and error messages of a member's
+// log text (etcd's and MetaStore's JSON lines: level and msg), in order of
+// first appearance, with how often each came.
+func logDigest(log string) string {
+	var order []string
+	counts := map[string]int{}
+	for _, line := range strings.Split(log, "\n") {
+		var entry struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+			Err   string `json:"error"`
+		}
+		if json.Unmarshal([]byte(line), &entry) != nil {
+			continue
+		}
+		switch strings.ToLower(entry.Level) {
+		case "info", "debug", "":
+			continue
+		}
+		key := entry.Level + " " + entry.Msg
+		if entry.Err != "" {
+			key += ": " + entry.Err
+		}
+		if counts[key] == 0 {
+			order = append(order, key)
+		}
+		counts[key]++
+	}
+	var b strings.Builder
+	for i, key := range order {
+		if i == digestLines {
+			fmt.Fprintf(&b, "  ... %d more\n", len(order)-digestLines)
+			break
+		}
+		fmt.Fprintf(&b, "  %dx %s\n", counts[key], key)
+	}
+	return b.String()
 }
 
 // namesFullDisk says whether log text says a write found the disk full.

@@ -27,11 +27,13 @@ import (
 //
 // The two targets write different WAL formats:
 //
-//   - MetaStore (internal/wal) appends records to a file that grows:
-//     length u32 | crc32c u32 | type u8 | payload. A crash leaves the file
-//     ending inside a frame header, inside a payload, followed by zeros
-//     (the size grew, the data never reached the disk; what a preallocated
-//     segment holds too), or followed by stale bytes of a reused block.
+//   - MetaStore (internal/wal) writes records length u32 | crc32c u32 |
+//     type u8 | payload into segments preallocated with zeros (its
+//     reserve, which Open keeps) or, cut back, at their end. A crash
+//     leaves part of a frame header, a header and part of its payload, a
+//     record whose sectors after some boundary are still zero, or stale
+//     bytes of a reused block after the last record. (Zeros alone are not
+//     torn: they are the reserve.)
 //   - etcd preallocates 64 MiB segments full of zeros and writes frames
 //     length u64 (top byte: padding) | walpb.Record, padded to 8 bytes,
 //     into them. A disk writes whole 512-byte sectors, so a torn etcd
@@ -113,46 +115,73 @@ func metastoreFrame(payload []byte) []byte {
 	return frame
 }
 
-// tearMetastoreTail appends a torn record to a MetaStore segment.
+// metastoreDataEnd is the offset just past the last record of a MetaStore
+// segment: where its preallocated zeros (its reserve) begin, or its end.
+func metastoreDataEnd(data []byte) (int, error) {
+	off := 0
+	for off+msHeaderSize <= len(data) {
+		n := int(binary.LittleEndian.Uint32(data[off:]))
+		if n == 0 && binary.LittleEndian.Uint32(data[off+4:]) == 0 && data[off+8] == 0 {
+			return off, nil // a zero header: the reserve
+		}
+		if n > len(data)-off-msHeaderSize {
+			return 0, fmt.Errorf("record at %d runs %d bytes past the end", off, n)
+		}
+		off += msHeaderSize + n
+	}
+	return off, nil
+}
+
+// tearMetastoreTail writes a torn record after the last complete one of a
+// MetaStore segment: into its preallocated zeros (which a zeroed tail
+// therefore is not: it is the reserve, and stays), or past its end when
+// it has none (a segment cut back to its records). The bytes written
+// always hold a non-zero one, or they would read as the reserve.
 func tearMetastoreTail(path string, rng *rand.Rand) (string, error) {
-	info, err := os.Stat(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
-	end := info.Size()
+	end, err := metastoreDataEnd(data)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
 	frame := metastoreFrame(entryPayload(rng))
 	var tail []byte
 	var what string
-	switch rng.IntN(5) {
+	switch rng.IntN(4) {
 	case 0:
+		// The length field's low byte is the first one written; a
+		// payload length that is a multiple of 256 would leave a lone
+		// zero byte, which no crash tells from the reserve.
 		n := 1 + rng.IntN(msHeaderSize-1)
+		for frame[0] == 0 {
+			frame = metastoreFrame(entryPayload(rng))
+		}
 		tail, what = frame[:n], fmt.Sprintf("%d of %d header bytes", n, msHeaderSize)
 	case 1:
 		n := rng.IntN(len(frame) - msHeaderSize)
 		tail, what = frame[:msHeaderSize+n], fmt.Sprintf("a header and %d of %d payload bytes", n, len(frame)-msHeaderSize)
 	case 2:
-		tail = make([]byte, 1+rng.IntN(64<<10))
-		what = fmt.Sprintf("%d zero bytes", len(tail))
-	case 3:
-		// The file grew by the whole record, but its sectors from the
-		// first boundary after the header on never reached the disk.
-		boundary := int((end+msHeaderSize)/sectorSize+1)*sectorSize - int(end)
+		// The sectors of a record up to a boundary inside it made it;
+		// the rest is the reserve's zeros, or past the end.
+		boundary := (end+msHeaderSize)/sectorSize*sectorSize + sectorSize - end
 		for len(frame) <= boundary {
 			frame = metastoreFrame(entryPayload(rng))
 		}
-		clear(frame[boundary:])
-		tail, what = frame, fmt.Sprintf("a %d-byte record zero from byte %d (a sector boundary) on", len(frame), boundary)
+		tail, what = frame[:boundary], fmt.Sprintf("the first %d bytes of a %d-byte record (up to a sector boundary)", boundary, len(frame))
 	default:
 		tail = make([]byte, 1+rng.IntN(8*sectorSize))
 		for i := range tail {
 			tail[i] = byte(rng.Uint32())
 		}
+		tail[0] |= 1
 		what = fmt.Sprintf("%d bytes of garbage", len(tail))
 	}
-	if err := writeAt(path, tail, end); err != nil {
+	if err := writeAt(path, tail, int64(end)); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("appended %s to %s (%d bytes)", what, filepath.Base(path), end), nil
+	return fmt.Sprintf("wrote %s at offset %d of %s (%d bytes)", what, end, filepath.Base(path), len(data)), nil
 }
 
 // etcdFrame is one complete etcd WAL frame of a walpb.Record holding

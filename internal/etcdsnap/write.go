@@ -240,12 +240,15 @@ func (w *writer) finishMeta() error {
 		{bucketMeta, metaStorageVersion, []byte(StorageVersion)},
 		{bucketCluster, clusterVersionKey, []byte(clusterVersion)},
 	}
+	// etcd records a finished compaction as both keys equal. A
+	// compaction MetaStore had not finished deleting the old records of
+	// when the image was taken (they are in the file) is written as
+	// etcd's unfinished one, which etcd runs again when it starts.
 	if w.meta.CompactRev > 0 {
-		// etcd records a finished compaction as both keys equal.
-		rev := metaRevValue(w.meta.CompactRev)
-		puts = append(puts,
-			struct{ bucket, key, value []byte }{bucketMeta, metaScheduledCompact, rev},
-			struct{ bucket, key, value []byte }{bucketMeta, metaFinishedCompact, rev})
+		puts = append(puts, struct{ bucket, key, value []byte }{bucketMeta, metaScheduledCompact, metaRevValue(w.meta.CompactRev)})
+	}
+	if w.meta.FinishedCompactRev > 0 {
+		puts = append(puts, struct{ bucket, key, value []byte }{bucketMeta, metaFinishedCompact, metaRevValue(w.meta.FinishedCompactRev)})
 	}
 	for _, p := range puts {
 		if err := w.put(p.bucket, p.key, p.value); err != nil {

@@ -30,6 +30,10 @@ type HashKVResult struct {
 //
 // Unlike etcd, no hash computed during a compaction is cached, so for rev
 // equal to a past compaction revision the value is the fresh one.
+//
+// While a compaction is in progress the records it has still to delete
+// are left out (garbage below), so the value does not depend on how far
+// it got, which differs between members (compact.go).
 func (s *Store) HashKV(rev int64) (HashKVResult, error) {
 	defer func(start time.Time) { s.m.hashRevSeconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	snap, err := s.acquire()
@@ -47,6 +51,7 @@ func (s *Store) HashKV(rev int64) (HashKVResult, error) {
 		rev = currentRev
 	}
 	keep := snap.keys.keep(rev)
+	garbage := snap.garbage()
 
 	h := crc32.New(castagnoli)
 	h.Write([]byte("key")) // etcd's bucket name
@@ -59,6 +64,9 @@ func (s *Store) HashKV(rev int64) (HashKVResult, error) {
 		if err != nil {
 			scanErr = err
 			return false
+		}
+		if garbage(kr) {
+			return true
 		}
 		// Revisions a compaction at rev removes are skipped, unless the
 		// store has none to keep (etcd's rule).
@@ -86,9 +94,29 @@ func (s *Store) HashKV(rev int64) (HashKVResult, error) {
 	return HashKVResult{Hash: h.Sum32(), Revision: currentRev, CompactRevision: compactRev, HashRevision: rev}, nil
 }
 
+// garbage reports whether the record of a revision is one that the
+// compaction in progress in this image has still to delete (never, when
+// none is in progress).
+func (snap *snapshot) garbage() func(revision) bool {
+	if !snap.compacting {
+		return func(revision) bool { return false }
+	}
+	kept := snap.keys.survivors(snap.compactRev)
+	return func(r revision) bool {
+		if r.main > snap.compactRev {
+			return false
+		}
+		_, ok := kept[r]
+		return !ok
+	}
+}
+
 // Hash is a CRC-32C of the whole committed backend image, every bucket
-// included, except the consistent index (which members legitimately
-// differ on). It backs Maintenance.Hash, meant for tests.
+// included, except the consistent index and the finished compaction
+// revision (which members legitimately differ on: they finish a
+// compaction's physical half at different times), and except the
+// records a compaction in progress has still to delete. It backs
+// Maintenance.Hash, meant for tests.
 func (s *Store) Hash() (uint32, error) {
 	defer func(start time.Time) { s.m.hashSeconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	snap, err := s.acquire()
@@ -97,10 +125,18 @@ func (s *Store) Hash() (uint32, error) {
 	}
 	defer snap.release()
 	h := crc32.New(castagnoli)
-	var lens []byte
+	var (
+		lens    []byte
+		garbage = snap.garbage()
+	)
 	err = snap.view.Ascend(nil, nil, func(k, v []byte) bool {
-		if bytes.Equal(k, metaAppliedKey) {
+		if bytes.Equal(k, metaAppliedKey) || bytes.Equal(k, metaCompactFinishedKey) {
 			return true
+		}
+		if len(k) > 0 && k[0] == bucketRevision {
+			if r, _, err := parseRevKey(k); err == nil && garbage(r) {
+				return true
+			}
 		}
 		// Lengths first, so that different splits of the same bytes into
 		// key and value hash differently.

@@ -119,6 +119,23 @@ func (x indexView) keep(atRev int64) map[revision]struct{} {
 	return available
 }
 
+// survivors returns the revisions <= atRev, tombstones included, that a
+// finished compaction at atRev leaves stored (for most keys one: the
+// newest entry <= atRev of the generation that survives). While the
+// compaction is in progress, the records <= atRev not in it are the ones
+// still to be deleted.
+func (x indexView) survivors(atRev int64) map[revision]struct{} {
+	kept := make(map[revision]struct{})
+	x.tree.Ascend(func(ki *keyIndex) bool {
+		keepFrom, _ := ki.compactionPoint(atRev)
+		for i, n := keepFrom, ki.numEntries(); i < n && ki.entry(i).main <= atRev; i++ {
+			kept[ki.entry(i).rev()] = struct{}{}
+		}
+		return true
+	})
+	return kept
+}
+
 // indexWriter is the apply goroutine's key index. It publishes immutable
 // snapshots (indexView) with snapshot(); afterwards it copies a keyIndex
 // before changing it for the first time (copy on write, tracked by epoch),
@@ -193,14 +210,47 @@ func (x *indexWriter) insert(ki *keyIndex) {
 // unreachable, reporting each to drop, and removes keys left without
 // history. It returns the number of keys whose history changed.
 func (x *indexWriter) compact(atRev int64, drop func(rev revision, tombstone bool)) int {
-	var touched []*keyIndex
-	x.tree.Ascend(func(ki *keyIndex) bool {
-		if ki.needsCompaction(atRev) {
-			touched = append(touched, ki)
+	touched, _ := x.compactFrom(atRev, nil, 0, drop)
+	return touched
+}
+
+// compactFrom is one step of a compaction at atRev: it compacts the keys
+// from the key from (nil: the first key) on, whole keys at a time, until
+// at least maxDrop revisions were dropped or 16 times as many keys looked
+// at (maxDrop <= 0: to the end). It returns the number of keys whose
+// history changed and the key the next step starts from, nil when the
+// step reached the end of the key space.
+//
+// Keys are compacted independently, and compacting one at atRev leaves
+// every read and keep() at revisions >= atRev unchanged
+// (TestKeyIndexCompactionProgressInvisible), so a compaction may be
+// spread over many steps with writes between them.
+func (x *indexWriter) compactFrom(atRev int64, from []byte, maxDrop int, drop func(rev revision, tombstone bool)) (touched int, next []byte) {
+	var (
+		kis     []*keyIndex
+		dropped int
+		visited int
+	)
+	visit := func(ki *keyIndex) bool {
+		if maxDrop > 0 && (dropped >= maxDrop || visited >= 16*maxDrop) {
+			next = ki.key
+			return false
+		}
+		visited++
+		if n := ki.compactionDrops(atRev); n > 0 {
+			kis = append(kis, ki)
+			dropped += n
 		}
 		return true
-	})
-	for _, ki := range touched {
+	}
+	if from == nil {
+		x.tree.Ascend(visit)
+	} else {
+		p := x.probe(from)
+		x.tree.AscendGreaterOrEqual(p, visit)
+		x.release(p)
+	}
+	for _, ki := range kis {
 		m := ki
 		if m.epoch != x.epoch {
 			m = ki.clone(x.epoch)
@@ -212,5 +262,5 @@ func (x *indexWriter) compact(atRev int64, drop func(rev revision, tombstone boo
 			x.tree.ReplaceOrInsert(m)
 		}
 	}
-	return len(touched)
+	return len(kis), next
 }

@@ -236,13 +236,19 @@ func (ki *keyIndex) compactionPoint(atRev int64) (keepFrom, newest int) {
 }
 
 // needsCompaction reports whether compacting at atRev drops anything.
-func (ki *keyIndex) needsCompaction(atRev int64) bool {
+func (ki *keyIndex) needsCompaction(atRev int64) bool { return ki.compactionDrops(atRev) > 0 }
+
+// compactionDrops is the number of entries compacting at atRev drops.
+func (ki *keyIndex) compactionDrops(atRev int64) int {
 	if ki.older == nil {
 		// One entry: only a tombstone before atRev goes.
-		return ki.last.isTombstone() && ki.last.main < atRev
+		if ki.last.isTombstone() && ki.last.main < atRev {
+			return 1
+		}
+		return 0
 	}
 	keepFrom, _ := ki.compactionPoint(atRev)
-	return keepFrom > 0
+	return keepFrom
 }
 
 // compact drops every entry that compacting at atRev makes unreachable

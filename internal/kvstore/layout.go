@@ -1,7 +1,6 @@
 package kvstore
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -36,6 +35,11 @@ type MetaRecord struct {
 	AppliedIndex, AppliedTerm uint64
 	// CompactRev is the compacted main revision, -1 if never compacted.
 	CompactRev int64
+	// FinishedCompactRev is the last compaction whose old records are
+	// all deleted: below CompactRev while a compaction is in progress
+	// (the image then still holds records CompactRev makes unreachable),
+	// -1 if none finished.
+	FinishedCompactRev int64
 }
 
 // ReadMeta reads the meta keys of a backend view.
@@ -45,7 +49,7 @@ func ReadMeta(view Reader) (MetaRecord, error) {
 	if m.AppliedIndex, m.AppliedTerm, err = readApplied(view); err != nil {
 		return m, err
 	}
-	if m.CompactRev, err = readCompactRev(view); err != nil {
+	if m.CompactRev, m.FinishedCompactRev, err = readCompaction(view); err != nil {
 		return m, err
 	}
 	return m, nil
@@ -54,10 +58,18 @@ func ReadMeta(view Reader) (MetaRecord, error) {
 // CompactRevRecord is the backend key and value recording rev as the
 // compacted revision, for a loader that fills a backend before the store
 // opens on it (Open then takes rev as both the compacted revision and a
-// floor of the current one, as etcd does).
+// floor of the current one, as etcd does). Without a
+// FinishedCompactRecord the compaction counts as finished.
 func CompactRevRecord(rev int64) (key, value []byte) {
-	value = binary.BigEndian.AppendUint64(nil, uint64(rev))
-	return append([]byte(nil), metaCompactKey...), value
+	return append([]byte(nil), metaCompactKey...), revValue(rev)
+}
+
+// FinishedCompactRecord is the backend key and value recording rev (-1:
+// none) as the last finished compaction, below the CompactRevRecord's
+// revision when the loaded records still include some that compaction
+// makes unreachable: Open then deletes them in steps, as after a crash.
+func FinishedCompactRecord(rev int64) (key, value []byte) {
+	return append([]byte(nil), metaCompactFinishedKey...), revValue(rev)
 }
 
 var errBumpNotPositive = errors.New("kvstore: revision bump must be positive")
@@ -83,9 +95,10 @@ func (s *Store) BumpRevision(amount int64) error {
 		}
 	}
 	w.rev += amount
-	w.compactRev = w.rev
-	key, value := CompactRevRecord(w.rev)
-	w.batch.Put(key, value)
+	// No record lies between the compaction just scheduled (or the last
+	// one) and the new revision, so compacting at the new revision
+	// deletes the same records: that is the compaction now scheduled.
+	s.scheduleCompaction(w.rev)
 	s.logger.Info("bumped revision and marked it compacted", "revision", w.rev, "bump", amount)
 	return nil
 }

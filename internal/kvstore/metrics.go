@@ -152,13 +152,21 @@ func countResponseOps(resp *etcdserverpb.TxnResponse, ranges, puts, deletes *int
 	}
 }
 
-// observeCompaction records a compaction that removed revisions and took
-// took, all of it with writes paused (it runs on the apply goroutine).
-func (m *metrics) observeCompaction(indexTook, took time.Duration, removed int) {
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	m.indexCompactionPauseMs.Observe(ms(indexTook))
-	m.compactionPauseMs.Observe(ms(took))
-	m.compactionTotalMs.Observe(ms(took))
+func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// observeCompactionStep records one step of a compaction, which removed
+// revisions and took took with writes paused (it runs on the apply
+// goroutine): etcd's pause of one delete batch.
+func (m *metrics) observeCompactionStep(took time.Duration, removed int) {
+	m.compactionPauseMs.Observe(milliseconds(took))
 	m.compactionKeys.Add(float64(removed))
+}
+
+// observeCompactionFinished records a finished compaction: paused is the
+// time its steps spent on the key index, total the time from the
+// schedule to the last step.
+func (m *metrics) observeCompactionFinished(paused, total time.Duration) {
+	m.indexCompactionPauseMs.Observe(milliseconds(paused))
+	m.compactionTotalMs.Observe(milliseconds(total))
 	m.compactionLast.Set(float64(time.Now().Unix()))
 }

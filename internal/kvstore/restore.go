@@ -38,20 +38,27 @@ func (s *Store) load() error {
 	start := time.Now()
 	view := s.backend.ReadView()
 	w := writer{
-		index:      newIndexWriter(),
-		rev:        1, // etcd's empty store is at revision 1
-		compactRev: -1,
-		batch:      s.backend.NewBatch(),
-		pending:    make(map[revision]*mvccpb.KeyValue),
+		index:       newIndexWriter(),
+		rev:         1, // etcd's empty store is at revision 1
+		compactRev:  -1,
+		finishedRev: -1,
+		batch:       s.backend.NewBatch(),
+		pending:     make(map[revision]*mvccpb.KeyValue),
 	}
 	var err error
 	if w.appliedIndex, w.appliedTerm, err = readApplied(view); err != nil {
 		view.Release()
 		return err
 	}
-	if w.compactRev, err = readCompactRev(view); err != nil {
+	if w.compactRev, w.finishedRev, err = readCompaction(view); err != nil {
 		view.Release()
 		return err
+	}
+	if w.finishedRev != w.compactRev {
+		// A compaction was cut short (a crash, or an image taken while
+		// it ran): the rebuilt index below holds every record it had
+		// left, and the next Commits go on deleting them.
+		w.cursor = &compactCursor{target: w.compactRev, started: time.Now()}
 	}
 	lastRev, err := rebuildIndexPipelined(view, w.index, s)
 	if err != nil {
@@ -71,7 +78,7 @@ func (s *Store) load() error {
 		})
 	}
 	s.logger.Info("kvstore loaded",
-		"revision", s.w.rev, "compact-revision", s.w.compactRev,
+		"revision", s.w.rev, "compact-revision", s.w.compactRev, "finished-compact-revision", s.w.finishedRev,
 		"keys", s.w.index.tree.Len(), "consistent-index", s.w.appliedIndex,
 		"took", time.Since(start))
 	return nil
@@ -91,18 +98,34 @@ func readApplied(view Reader) (index, term uint64, err error) {
 	return binary.BigEndian.Uint64(v[:8]), binary.BigEndian.Uint64(v[8:]), nil
 }
 
-func readCompactRev(view Reader) (int64, error) {
-	v, ok, err := view.Get(metaCompactKey)
-	if err != nil {
-		return 0, fmt.Errorf("read compacted revision: %w", err)
+// readCompaction reads the compacted (scheduled) revision and the last
+// finished one, both -1 if the store was never compacted.
+func readCompaction(view Reader) (scheduled, finished int64, err error) {
+	read := func(key []byte, what string, absent int64) (int64, error) {
+		v, ok, err := view.Get(key)
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", what, err)
+		}
+		if !ok {
+			return absent, nil
+		}
+		if len(v) != 8 {
+			return 0, fmt.Errorf("%s: %d bytes, want 8", what, len(v))
+		}
+		return int64(binary.BigEndian.Uint64(v)), nil
 	}
-	if !ok {
-		return -1, nil
+	if scheduled, err = read(metaCompactKey, "compacted revision", -1); err != nil {
+		return 0, 0, err
 	}
-	if len(v) != 8 {
-		return 0, fmt.Errorf("compacted revision: %d bytes, want 8", len(v))
+	// Stores written before compaction went in steps have no finished
+	// key: their compactions finished in the batch that scheduled them.
+	if finished, err = read(metaCompactFinishedKey, "finished compaction revision", scheduled); err != nil {
+		return 0, 0, err
 	}
-	return int64(binary.BigEndian.Uint64(v)), nil
+	if finished > scheduled {
+		return 0, 0, fmt.Errorf("finished compaction revision %d above the compacted revision %d", finished, scheduled)
+	}
+	return scheduled, finished, nil
 }
 
 // rebuildIndex replays every stored revision, in revision order, into x

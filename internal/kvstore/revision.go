@@ -55,8 +55,14 @@ var (
 	// metaAppliedKey -> 8-byte BE raft index + 8-byte BE raft term of the
 	// last entry whose effects are in the same batch.
 	metaAppliedKey = []byte{bucketMeta, 'a', 'p', 'p', 'l', 'i', 'e', 'd'}
-	// metaCompactKey -> 8-byte BE compacted main revision.
+	// metaCompactKey -> 8-byte BE compacted main revision (the
+	// scheduled compaction: reads below it fail).
 	metaCompactKey = []byte{bucketMeta, 'c', 'o', 'm', 'p', 'a', 'c', 't'}
+	// metaCompactFinishedKey -> 8-byte BE main revision of the last
+	// compaction whose records are all deleted (-1: none); absent in
+	// stores written before compaction went in steps, where it equals
+	// the compacted revision.
+	metaCompactFinishedKey = append([]byte{bucketMeta}, "compactFinished"...)
 )
 
 // appendRevKey appends the backend key of rev to dst.

@@ -43,6 +43,10 @@ type Options struct {
 	// response may take while it is built; a read over it stops at once
 	// with a ResponseTooLargeError. 0: no bound.
 	MaxResponseMemory int64
+	// CompactionStep is about how many old revisions a compaction
+	// deletes per Commit (whole keys at a time, see compact.go); 0:
+	// DefaultCompactionStep.
+	CompactionStep int
 }
 
 // Store is the MVCC key-value store. See doc.go for the model and the
@@ -54,6 +58,8 @@ type Store struct {
 	m       *metrics
 	// maxResponseBytes and maxResponseMemory are Options'.
 	maxResponseBytes, maxResponseMemory int64
+	// compactionStep is Options.CompactionStep, defaulted.
+	compactionStep int
 
 	// current is the image readers use: everything as of the last Commit.
 	current atomic.Pointer[snapshot]
@@ -72,6 +78,9 @@ type snapshot struct {
 	keys       indexView // the key index as of rev
 	rev        int64
 	compactRev int64
+	// compacting is set while the compaction at compactRev has records
+	// left to delete: the hashes then leave those out (hash.go).
+	compacting bool
 	// appliedIndex and appliedTerm are the consistent index: the last raft
 	// entry whose effects this image holds.
 	appliedIndex uint64
@@ -88,9 +97,14 @@ func (snap *snapshot) release() {
 // writer is the state of the apply goroutine: it runs ahead of the current
 // snapshot by the changes not yet committed.
 type writer struct {
-	index        *indexWriter
-	rev          int64
-	compactRev   int64
+	index      *indexWriter
+	rev        int64
+	compactRev int64
+	// finishedRev is the last compaction whose records are all deleted
+	// (-1: none); cursor, while compactRev is above it, is where the
+	// next step of its physical half starts (compact.go).
+	finishedRev  int64
+	cursor       *compactCursor
 	appliedIndex uint64
 	appliedTerm  uint64
 	appliedDirty bool
@@ -117,7 +131,11 @@ func Open(b Backend, opts Options) (*Store, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{logger: logger, leases: opts.Leases, backend: b,
-		maxResponseBytes: opts.MaxResponseBytes, maxResponseMemory: opts.MaxResponseMemory}
+		maxResponseBytes: opts.MaxResponseBytes, maxResponseMemory: opts.MaxResponseMemory,
+		compactionStep: opts.CompactionStep}
+	if s.compactionStep <= 0 {
+		s.compactionStep = DefaultCompactionStep
+	}
 	if err := s.load(); err != nil {
 		return nil, fmt.Errorf("open kvstore: %w", err)
 	}
@@ -171,6 +189,7 @@ func (s *Store) install(view ReadView) {
 		keys:         w.index.snapshot(),
 		rev:          w.rev,
 		compactRev:   w.compactRev,
+		compacting:   w.cursor != nil,
 		appliedIndex: w.appliedIndex,
 		appliedTerm:  w.appliedTerm,
 		liveKeys:     w.index.live,
@@ -264,7 +283,9 @@ func (s *Store) AscendAux(bucket byte, fn func(key, value []byte) bool) error {
 }
 
 // Commit writes every buffered change, the consistent index and any aux
-// writes in one atomic backend batch and makes them visible to readers.
+// writes in one atomic backend batch and makes them visible to readers;
+// while a compaction is in progress, the batch also carries its next
+// step (compact.go), so Commit has work even with nothing buffered.
 // It returns the events of the revisions it made visible, in revision
 // order (the caller owns the slice; the watch hub takes them). An error
 // is fatal: the store refuses further work.
@@ -275,6 +296,9 @@ func (s *Store) Commit() ([]mvccpb.Event, error) {
 	w := &s.w
 	if w.txn != nil {
 		return nil, errors.New("kvstore: Commit with a write transaction still open")
+	}
+	if w.cursor != nil {
+		s.compactStep()
 	}
 	if w.batch.Len() == 0 && !w.appliedDirty {
 		return nil, nil

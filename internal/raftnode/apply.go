@@ -37,10 +37,20 @@ type applyState struct {
 }
 
 // runApply is the apply loop. It stops between batches, so Stop lets the
-// batch in progress finish.
+// batch in progress finish. Between batches it gives the state machine's
+// IdleWorker one step at a time, as long as it has work left (a select
+// between a ready batch and a step picks either: both are bounded).
 func (n *Node) runApply() {
 	defer n.loops.Done()
+	worker, _ := n.sm.(IdleWorker)
+	always := make(chan struct{})
+	close(always)
+	idle := worker != nil // a restarted state machine may have work left
 	for {
+		var idleReady <-chan struct{}
+		if idle {
+			idleReady = always
+		}
 		select {
 		case ap := <-n.applyc:
 			err := n.applyBatch(ap)
@@ -51,11 +61,19 @@ func (n *Node) runApply() {
 				n.fail(err)
 				return
 			}
+			idle = worker != nil
 		case <-n.fullSnapshotWanted:
 			if err := n.wantFullSnapshot(); err != nil {
 				n.fail(err)
 				return
 			}
+		case <-idleReady:
+			more, err := worker.IdleWork()
+			if err != nil {
+				n.fail(fmt.Errorf("raftnode: state machine's idle work: %w", err))
+				return
+			}
+			idle = more
 		case <-n.stopping:
 			return
 		}

@@ -43,6 +43,17 @@ type StateMachine interface {
 	Restore(r io.Reader, meta raftpb.SnapshotMetadata) error
 }
 
+// IdleWorker is implemented by a StateMachine that has bounded work of
+// its own to do on the apply goroutine when no entries are waiting (the
+// store deletes a compaction's old revisions in steps). The apply loop
+// calls IdleWork whenever it finds nothing to apply, as long as the last
+// call reported more; a new batch of entries makes it try again.
+type IdleWorker interface {
+	// IdleWork does one bounded piece of the work and reports whether
+	// more is left. An error stops the node, as Apply's does.
+	IdleWork() (more bool, err error)
+}
+
 // ConfChangeValidator is implemented by a StateMachine that keeps its own
 // record of the configuration (the server's member list) and refuses some
 // changes: raft's configuration must follow only the changes it accepts,

@@ -33,6 +33,8 @@ func Run(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 		{"Aux", testAux},
 		{"ConsistentIndex", testConsistentIndex},
 		{"PhysicalCompaction", testPhysicalCompaction},
+		{"CompactionInSteps", testCompactionInSteps},
+		{"CompactionProgressHashKV", testCompactionProgressHashKV},
 		{"Leases", testLeases},
 		{"TxnWrite", testTxnWrite},
 		{"ReadOnlyTxnClassification", testTxnClassification},

@@ -38,6 +38,7 @@ type options struct {
 	maxRequestBytes          uint
 	maxSendBytes             int
 	maxTxnOps                uint
+	compactionBatchLimit     int
 	heartbeatMs              uint
 	electionMs               uint
 	storageEngine            string
@@ -108,6 +109,7 @@ func (o *options) registerMember(fs *pflag.FlagSet) {
 	// --max-send-bytes is the client side of a proxy).
 	fs.IntVar(&o.maxSendBytes, "experimental-max-send-bytes", math.MaxInt32, "MetaStore only: largest message the gRPC server sends a client, in bytes (etcd's fixed math.MaxInt32 by default); a range whose response would be larger is refused with ResourceExhausted before it is built.")
 	fs.UintVar(&o.maxTxnOps, "max-txn-ops", 128, "Maximum number of operations permitted in a transaction.")
+	fs.IntVar(&o.compactionBatchLimit, "compaction-batch-limit", 1000, "CompactionBatchLimit sets the maximum revisions deleted in each compaction batch.")
 	fs.UintVar(&o.heartbeatMs, "heartbeat-interval", 100, "Time (in milliseconds) of a heartbeat interval.")
 	fs.UintVar(&o.electionMs, "election-timeout", 1000, "Time (in milliseconds) for an election to timeout.")
 	fs.StringVar(&o.storageEngine, "storage-engine", "memory", "Storage engine: memory or rocksdb.")

@@ -19,7 +19,6 @@ type noEffectFlags struct {
 	batchInterval       time.Duration
 	batchLimit          int
 	memoryMlock         bool
-	compactionBatch     int
 	compactionSleep     time.Duration
 	warningApply        time.Duration
 	warningUnary        time.Duration
@@ -39,8 +38,7 @@ var noEffectReasons = map[string]string{
 	"backend-batch-interval":               "MetaStore commits each Raft apply batch to its engine at once; there is no bbolt batch transaction to hold open",
 	"backend-batch-limit":                  "MetaStore commits each Raft apply batch to its engine at once; there is no bbolt batch transaction to hold open",
 	"memory-mlock":                         "it pins bbolt's memory-mapped pages; MetaStore maps no database file",
-	"compaction-batch-limit":               "MetaStore's compaction removes old revisions from its key index in one step, not in bbolt delete batches",
-	"compaction-sleep-interval":            "MetaStore's compaction removes old revisions from its key index in one step, not in bbolt delete batches",
+	"compaction-sleep-interval":            "MetaStore deletes a compaction's old revisions one batch per apply commit and whenever the apply loop is idle, without a fixed pause between batches",
 	"warning-apply-duration":               "MetaStore exports apply latency as a metric instead of logging slow applies",
 	"warning-unary-request-duration":       "MetaStore exports request latency as a metric instead of logging slow requests",
 	"bootstrap-defrag-threshold-megabytes": "there is no bbolt file to defragment at start; the RocksDB engine compacts in the background",
@@ -64,7 +62,6 @@ func (o *options) registerNoEffect(fs *pflag.FlagSet) {
 	fs.DurationVar(&n.batchInterval, "backend-batch-interval", 0, "BackendBatchInterval is the maximum time before commit the backend transaction. No effect in MetaStore.")
 	fs.IntVar(&n.batchLimit, "backend-batch-limit", 0, "BackendBatchLimit is the maximum operations before commit the backend transaction. No effect in MetaStore.")
 	fs.BoolVar(&n.memoryMlock, "memory-mlock", false, "Enable to enforce etcd pages (in particular bbolt) to stay in RAM. No effect in MetaStore.")
-	fs.IntVar(&n.compactionBatch, "compaction-batch-limit", 1000, "CompactionBatchLimit sets the maximum revisions deleted in each compaction batch. No effect in MetaStore.")
 	fs.DurationVar(&n.compactionSleep, "compaction-sleep-interval", 10*time.Millisecond, "Sets the sleep interval between each compaction batch. No effect in MetaStore.")
 	fs.DurationVar(&n.warningApply, "warning-apply-duration", 100*time.Millisecond, "Warning is generated if requests take more than this duration. No effect in MetaStore.")
 	fs.DurationVar(&n.warningUnary, "warning-unary-request-duration", 300*time.Millisecond, "Set time duration after which a warning is logged if a unary request takes more than this duration. No effect in MetaStore.")

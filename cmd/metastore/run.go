@@ -143,6 +143,7 @@ func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prom
 		SnapshotCount:               o.snapshotCount,
 		MaxRequestBytes:             o.maxRequestBytes,
 		MaxTxnOps:                   o.maxTxnOps,
+		CompactionBatchLimit:        o.compactionBatchLimit,
 		TickInterval:                time.Duration(o.heartbeatMs) * time.Millisecond,
 		WatchProgressNotifyInterval: o.watchProgressInterval,
 		ElectionTicks:               int(o.electionMs / o.heartbeatMs),

@@ -23,7 +23,9 @@
 //	       etcd stores); 't' marks a deletion, whose value holds only the key
 //	'm' "applied" -> 8-byte BE raft index + 8-byte BE raft term of the last
 //	                 entry whose effects are stored (the consistent index)
-//	'm' "compact" -> 8-byte BE compacted main revision
+//	'm' "compact" -> 8-byte BE compacted main revision (reads below fail)
+//	'm' "compactFinished" -> 8-byte BE revision of the last compaction
+//	                 whose old records are all deleted (see Compaction)
 //
 // and hands out others to subsystems that must commit atomically with
 // it, through PutAux / DeleteAux / AscendAux: BucketLease 'l',
@@ -59,9 +61,9 @@
 // A Range of foo at revision 3 finds 3.0, foo's newest revision <= 3, and
 // reads r {3,0}; at revision 4 the newest is the tombstone: foo is
 // deleted. Compacting at 3 keeps, for each key, the newest revision <= 3
-// (foo 3.0, zoo 3.1) and everything later, so it deletes r {2,0} from the
-// backend and 2.0 from the index, and stores m compact = 3, all in one
-// batch.
+// (foo 3.0, zoo 3.1) and everything later, so it stores m compact = 3
+// and deletes r {2,0} from the backend and 2.0 from the index (see
+// Compaction for when).
 //
 // Invariants, checked where they are enforced: revisions in a key's
 // history strictly increase (keyIndex.put panics otherwise); a key is
@@ -71,6 +73,26 @@
 // revision are written in the same batch as the changes they describe,
 // so after a crash the backend is exactly the state after some applied
 // entry, and raft replay resumes right after it.
+//
+// # Compaction
+//
+// Compact is logical at once: the new compacted revision is written in
+// the pending batch and reads below it fail from the next Commit on. The
+// physical half, deleting the records it made unreachable, goes in
+// steps: every Commit compacts the key index from a cursor on, whole keys
+// at a time, until about Options.CompactionStep revisions (1,000) are
+// dropped, and deletes their records in its batch, so no Commit carries
+// more than a step of it whatever the history size; the last step writes
+// m compactFinished. The apply goroutine commits steps while it has no
+// entries (raftnode.IdleWorker), so an idle member finishes too. Index
+// and records go together, so "every revision in the key index has its
+// record" holds at every step. Nothing observable depends on the
+// progress (it differs between members): reads at or above the compacted
+// revision find the same entries in compacted and uncompacted key
+// histories, and HashKV and Hash leave out the records still to delete.
+// A second compaction restarts the cursor with its own revision; Open
+// resumes one cut short (m compactFinished below m compact) from the
+// first key. compact.go has the details.
 //
 // # Concurrency
 //
@@ -128,9 +150,11 @@
 //
 // # Differences from etcd
 //
-// Deliberate, each documented where it is implemented: compaction is
-// synchronous and physical in the batch of the next Commit (etcd deletes
-// in the background); HashKV does not cache the hashes computed during
+// Deliberate, each documented where it is implemented: compaction
+// deletes its records in steps on the apply goroutine, one per Commit
+// (etcd deletes in a background goroutine, in batches of
+// --compaction-batch-limit with --compaction-sleep-interval between
+// them); HashKV does not cache the hashes computed during
 // compactions, so HashKV at a past compaction revision returns the fresh
 // hash; IsTxnReadOnly and IsTxnSerializable look inside nested txns. And
 // two etcd 3.6.16 crashes are not reproduced, both needing a txn that

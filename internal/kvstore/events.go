@@ -22,7 +22,8 @@ import (
 // It fails with ErrCompacted if startRev is below the compacted revision
 // (history there may be gone). startRev equal to the compacted revision is
 // served, as etcd's watch serves it: every change made at that revision
-// survives the compaction.
+// survives the compaction, except a put that the same txn's delete of
+// the key followed.
 func (s *Store) Events(startRev, endRev int64, key, rangeEnd []byte, limit int) ([]mvccpb.Event, int64, error) {
 	snap, err := s.acquire()
 	if err != nil {
@@ -63,6 +64,11 @@ func (s *Store) Events(startRev, endRev int64, key, rangeEnd []byte, limit int) 
 			return false
 		}
 		if !keyInRange(evKey, key, end) {
+			return true
+		}
+		if snap.compacting && rev.main <= snap.compactRev && !snap.keys.survives(evKey, rev, snap.compactRev) {
+			// A record at the compacted revision itself that the
+			// compaction in progress has still to delete (compact.go).
 			return true
 		}
 		kv := &mvccpb.KeyValue{}

@@ -136,6 +136,22 @@ func (x indexView) survivors(atRev int64) map[revision]struct{} {
 	return kept
 }
 
+// survives reports whether the record of key at rev, with rev.main <=
+// atRev, is one a finished compaction at atRev keeps (see survivors).
+func (x indexView) survives(key []byte, rev revision, atRev int64) bool {
+	ki := x.lookup(key)
+	if ki == nil {
+		return false
+	}
+	keepFrom, _ := ki.compactionPoint(atRev)
+	for i, n := keepFrom, ki.numEntries(); i < n && ki.entry(i).main <= atRev; i++ {
+		if ki.entry(i).rev() == rev {
+			return true
+		}
+	}
+	return false
+}
+
 // indexWriter is the apply goroutine's key index. It publishes immutable
 // snapshots (indexView) with snapshot(); afterwards it copies a keyIndex
 // before changing it for the first time (copy on write, tracked by epoch),

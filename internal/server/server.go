@@ -45,7 +45,11 @@ type Config struct {
 	SnapshotCount   uint64
 	MaxRequestBytes uint
 	MaxTxnOps       uint
-	TickInterval    time.Duration // --heartbeat-interval
+	// CompactionBatchLimit is --compaction-batch-limit: about how many
+	// old revisions a compaction deletes per apply commit (kvstore's
+	// Options.CompactionStep; 0 or less: etcd's default of 1000).
+	CompactionBatchLimit int
+	TickInterval         time.Duration // --heartbeat-interval
 	// WatchProgressNotifyInterval is --watch-progress-notify-interval
 	// (0: etcd's default of 10 minutes).
 	WatchProgressNotifyInterval time.Duration
@@ -300,7 +304,8 @@ func (s *Server) openStore() error {
 	s.renewals = &renewBatcher{s: s}
 	s.kv, err = kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Metrics: cfg.Metrics, Leases: leases.lessor,
 		MaxResponseBytes:  int64(cfg.Client.SendLimit()) - kvstore.ResponseOverheadBytes,
-		MaxResponseMemory: cfg.Memory.Response()})
+		MaxResponseMemory: cfg.Memory.Response(),
+		CompactionStep:    max(cfg.CompactionBatchLimit, 0)})
 	if err != nil {
 		return fmt.Errorf("server: open store: %w", err)
 	}

@@ -52,7 +52,12 @@ func compactionHistory(seed uint64) []any {
 		}
 	}
 	write(60)
-	reqs = append(reqs, delSpan("\x00", "\x00"), compactAtCurrent{})
+	// The txn puts k5 and then deletes every key, k5 included, at the
+	// same main revision: a compaction there drops the put (the newest
+	// entry <= it is the tombstone), a record at the compacted revision
+	// itself that Events from there must not return while it waits to be
+	// deleted.
+	reqs = append(reqs, txn(nil, ops(opPut(put("k5", "z")), opDel(delSpan("\x00", "\x00"))), nil), compactAtCurrent{})
 	reqs = append(reqs, put("k1", "a"), put("k2", "b"), put("k3", "c"), put("k4", "d"), compactAtCurrent{back: 2})
 	write(30)
 	return reqs

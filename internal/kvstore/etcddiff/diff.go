@@ -112,7 +112,10 @@ func runRandom(t *testing.T, e *etcd, b kvstore.Backend, seed uint64, ops int) {
 	if err := e.grantLeases(diffLeases); err != nil {
 		t.Fatal(err)
 	}
-	s, err := kvstore.Open(b, kvstore.Options{Leases: kvstoretest.NewLeases(diffLeases...)})
+	// One key's old revisions per Commit: a compaction spreads over the
+	// requests that follow it, and every answer and HashKV is compared
+	// with etcd's while it is in progress.
+	s, err := kvstore.Open(b, kvstore.Options{Leases: kvstoretest.NewLeases(diffLeases...), CompactionStep: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

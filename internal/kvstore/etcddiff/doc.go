@@ -19,6 +19,9 @@
 //     deletes of keys, ranges, prefixes and "to the end", ranges with
 //     every option (limit, revision, sort, filters, keys/count only),
 //     txns with random compares and nested txns, compactions and HashKV.
+//     The store deletes one key's compacted revisions per Commit
+//     (CompactionStep 1), so most answers are compared while a
+//     compaction is still deleting, where etcd has finished.
 //     Every few hundred requests, and at the end, it compares the whole
 //     key space at every readable revision, HashKV at each of them, and
 //     the event history (kvstore's Events against an etcd watch).

@@ -66,7 +66,7 @@ func (s *Store) Events(startRev, endRev int64, key, rangeEnd []byte, limit int) 
 		if !keyInRange(evKey, key, end) {
 			return true
 		}
-		if snap.compacting && rev.main <= snap.compactRev && !snap.keys.survives(evKey, rev, snap.compactRev) {
+		if snap.compacting() && rev.main <= snap.compactRev && !snap.keys.survives(evKey, rev, snap.compactRev) {
 			// A record at the compacted revision itself that the
 			// compaction in progress has still to delete (compact.go).
 			return true

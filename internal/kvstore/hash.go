@@ -98,7 +98,7 @@ func (s *Store) HashKV(rev int64) (HashKVResult, error) {
 // compaction in progress in this image has still to delete (never, when
 // none is in progress).
 func (snap *snapshot) garbage() func(revision) bool {
-	if !snap.compacting {
+	if !snap.compacting() {
 		return func(revision) bool { return false }
 	}
 	kept := snap.keys.survivors(snap.compactRev)

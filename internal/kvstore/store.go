@@ -78,15 +78,20 @@ type snapshot struct {
 	keys       indexView // the key index as of rev
 	rev        int64
 	compactRev int64
-	// compacting is set while the compaction at compactRev has records
-	// left to delete: the hashes then leave those out (hash.go).
-	compacting bool
+	// finishedRev is the last compaction whose old records are all
+	// deleted; below compactRev while that compaction has records left
+	// to delete, which readers then leave out (compacting).
+	finishedRev int64
 	// appliedIndex and appliedTerm are the consistent index: the last raft
 	// entry whose effects this image holds.
 	appliedIndex uint64
 	appliedTerm  uint64
 	liveKeys     int64 // keys that exist at rev
 }
+
+// compacting reports whether the image still holds records that its
+// compacted revision made unreachable (compact.go).
+func (snap *snapshot) compacting() bool { return snap.finishedRev != snap.compactRev }
 
 func (snap *snapshot) release() {
 	if snap.refs.Add(-1) == 0 {
@@ -189,7 +194,7 @@ func (s *Store) install(view ReadView) {
 		keys:         w.index.snapshot(),
 		rev:          w.rev,
 		compactRev:   w.compactRev,
-		compacting:   w.cursor != nil,
+		finishedRev:  w.finishedRev,
 		appliedIndex: w.appliedIndex,
 		appliedTerm:  w.appliedTerm,
 		liveKeys:     w.index.live,
@@ -222,6 +227,11 @@ func (s *Store) Rev() int64 { return s.current.Load().rev }
 // CompactRev is the compacted revision as of the last Commit, -1 if the
 // store was never compacted.
 func (s *Store) CompactRev() int64 { return s.current.Load().compactRev }
+
+// FinishedCompactRev is, as of the last Commit, the last compaction whose
+// old revisions are all deleted from the backend: below CompactRev while
+// a compaction is still deleting them (-1: none finished).
+func (s *Store) FinishedCompactRev() int64 { return s.current.Load().finishedRev }
 
 // ConsistentIndex is the raft index and term of the last entry whose
 // effects are in the committed image.

@@ -1,7 +1,6 @@
 package kvstoretest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -90,13 +89,7 @@ func runScenario(t *testing.T, sc Scenario, newBackend func(t *testing.T) kvstor
 	// Whatever the history, reopening the backend and restoring an image
 	// into another store give the same observable state.
 	want := dumpState(t, s)
-	view := s.SnapshotView()
-	var img bytes.Buffer
-	_, err := view.WriteTo(&img)
-	view.Release()
-	if err != nil {
-		t.Fatalf("write snapshot: %v", err)
-	}
+	img := writeImage(t, s)
 	s.Close()
 	reopened := open(t, b, kvstore.Options{Leases: NewLeases(sc.Leases...)})
 	if got := dumpState(t, reopened); got != want {
@@ -104,7 +97,7 @@ func runScenario(t *testing.T, sc Scenario, newBackend func(t *testing.T) kvstor
 	}
 	other := open(t, newBackend(t), kvstore.Options{Leases: NewLeases(sc.Leases...)})
 	RunSteps(t, other, []Step{ok(put("will be replaced", "x"), putResp(2, nil))})
-	if err := other.Restore(&img); err != nil {
+	if err := other.Restore(img); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	if got := dumpState(t, other); got != want {

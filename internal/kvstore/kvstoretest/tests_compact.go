@@ -100,18 +100,23 @@ func storedRevisions(t *testing.T, s *kvstore.Store) int {
 // as a crash right after the last Commit leaves it on disk.
 func image(t *testing.T, s *kvstore.Store, newBackend func(t *testing.T) kvstore.Backend) *kvstore.Store {
 	t.Helper()
-	view := s.SnapshotView()
-	var img bytes.Buffer
-	_, err := view.WriteTo(&img)
-	view.Release()
-	if err != nil {
-		t.Fatalf("write image: %v", err)
-	}
 	b := newBackend(t)
-	if err := b.Restore(&img); err != nil {
+	if err := b.Restore(writeImage(t, s)); err != nil {
 		t.Fatalf("restore image: %v", err)
 	}
 	return open(t, b, kvstore.Options{CompactionStep: 1})
+}
+
+// writeImage writes the image of s's last Commit (a raft snapshot).
+func writeImage(t *testing.T, s *kvstore.Store) *bytes.Buffer {
+	t.Helper()
+	view := s.SnapshotView()
+	defer view.Release()
+	var img bytes.Buffer
+	if _, err := view.WriteTo(&img); err != nil {
+		t.Fatalf("write image: %v", err)
+	}
+	return &img
 }
 
 // finish commits until s has deleted every compacted revision.

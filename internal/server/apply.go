@@ -73,6 +73,7 @@ func (a *applier) IdleWork() (bool, error) {
 	if _, err := kv.Commit(); err != nil {
 		return false, fmt.Errorf("commit a compaction step: %w", err)
 	}
+	a.s.noteCompaction()
 	return kv.Compacting(), nil
 }
 
@@ -117,6 +118,7 @@ func (a *applier) Apply(entries []raftpb.Entry) error {
 		// Never blocks on watchers.
 		a.s.hub.Publish(kv.Rev(), events)
 	}
+	a.s.noteCompaction()
 	if n := len(entries); n > 0 {
 		a.s.applied.advance(entries[n-1].Index)
 	}
@@ -237,6 +239,7 @@ func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
 	// The revision jumped: watchers catch up on what they missed from the
 	// restored store.
 	a.s.hub.Publish(a.s.kv.Rev(), nil)
+	a.s.noteCompaction()
 	if err := a.s.auth.Reload(a.s.kv); err != nil {
 		return fmt.Errorf("reload users and roles from snapshot at index %d: %w", meta.Index, err)
 	}

@@ -15,7 +15,8 @@ import (
 // revisions --compaction-batch-limit at a time, one batch per apply
 // commit; with no writes after it, the apply loop's idle work commits the
 // batches until every old revision is gone. Reads below the compacted
-// revision fail from the start.
+// revision fail from the start. A physical compaction (etcd's
+// --physical) is answered only once its batches are all committed.
 func TestCompactionFinishesWhileIdle(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.CompactionBatchLimit = 10
@@ -25,16 +26,20 @@ func TestCompactionFinishesWhileIdle(t *testing.T) {
 	defer cancel()
 
 	const keys = 100
-	for round := range 3 {
-		var ops []*pb.RequestOp
-		for i := range keys {
-			ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
-				Key: fmt.Appendf(nil, "k%03d", i), Value: fmt.Appendf(nil, "v%d", round)}}})
-		}
-		if _, err := s.Txn(ctx, &pb.TxnRequest{Success: ops}); err != nil {
-			t.Fatal(err)
+	rewrite := func(rounds int) {
+		t.Helper()
+		for round := range rounds {
+			var ops []*pb.RequestOp
+			for i := range keys {
+				ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
+					Key: fmt.Appendf(nil, "k%03d", i), Value: fmt.Appendf(nil, "v%d", round)}}})
+			}
+			if _, err := s.Txn(ctx, &pb.TxnRequest{Success: ops}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	rewrite(3)
 	rev := s.Rev()
 	if _, err := s.Compact(ctx, &pb.CompactionRequest{Revision: rev}); err != nil {
 		t.Fatal(err)
@@ -62,5 +67,15 @@ func TestCompactionFinishesWhileIdle(t *testing.T) {
 	}
 	if s.Rev() != rev {
 		t.Fatalf("revision moved from %d to %d with no writes", rev, s.Rev())
+	}
+
+	// A physical compaction is answered once its old revisions are gone.
+	rewrite(5)
+	rev = s.Rev()
+	if _, err := s.Compact(ctx, &pb.CompactionRequest{Revision: rev, Physical: true}); err != nil {
+		t.Fatal(err)
+	}
+	if done := s.kv.FinishedCompactRev(); done != rev {
+		t.Fatalf("physical compaction at %d answered with the compaction finished only up to %d", rev, done)
 	}
 }

@@ -111,12 +111,27 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 	if err != nil {
 		return nil, err
 	}
+	if r.Physical {
+		// As etcd: answer once this member has deleted the old revisions
+		// too (they go in batches after the compaction is applied).
+		if err := s.compacted.wait(ctx, uint64(r.Revision)); err != nil {
+			return nil, err
+		}
+	}
 	resp := res.resp.(*pb.CompactionResponse)
 	if resp.Header == nil {
 		resp.Header = &pb.ResponseHeader{}
 	}
 	resp.Header.Revision = s.kv.Rev()
 	return resp, nil
+}
+
+// noteCompaction tells physical compactions waiting for it how far the
+// store's compactions have finished (apply goroutine, after a Commit).
+func (s *Server) noteCompaction() {
+	if done := s.kv.FinishedCompactRev(); done > 0 && uint64(done) > s.compacted.index.Load() {
+		s.compacted.advance(uint64(done))
+	}
 }
 
 // HashKV hashes the key history up to rev on this member.

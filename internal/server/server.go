@@ -167,7 +167,10 @@ type Server struct {
 	renewals *renewBatcher
 	hub      *watch.Hub  // delivers committed events to watchers
 	auth     *auth.Store // users, roles, tokens; replicated in the store's auth bucket
-	applied  appliedIndex
+	applied  watermark // the applied raft index
+	// compacted is the store's finished compaction revision (the last
+	// one whose old revisions are all deleted), for physical compactions.
+	compacted watermark
 	// transport carries raft traffic and forwarded requests to the other
 	// members; peers is what it has been told about them (apply goroutine).
 	transport *transport.Transport
@@ -327,6 +330,7 @@ func (s *Server) openStore() error {
 	}
 	applied, _ := s.kv.ConsistentIndex()
 	s.applied.advance(applied)
+	s.noteCompaction()
 	s.hub, err = watch.NewHub(s.kv, watch.Options{
 		Logger:                 cfg.Logger.With("component", "watch"),
 		Metrics:                cfg.Metrics,

@@ -167,7 +167,7 @@ type Server struct {
 	renewals *renewBatcher
 	hub      *watch.Hub  // delivers committed events to watchers
 	auth     *auth.Store // users, roles, tokens; replicated in the store's auth bucket
-	applied  watermark // the applied raft index
+	applied  watermark   // the applied raft index
 	// compacted is the store's finished compaction revision (the last
 	// one whose old revisions are all deleted), for physical compactions.
 	compacted watermark

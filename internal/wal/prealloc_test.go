@@ -139,3 +139,27 @@ func TestPreallocatedSegmentsAreCutBackWhenTheNextIsCut(t *testing.T) {
 		t.Fatalf("zero-filled middle segment: Open returned %v", err)
 	}
 }
+
+// A log written before preallocation (an older member) gets its reserve on
+// the first Open that preallocates, and goes on where its records end.
+func TestUnreservedLogIsReservedOnOpen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	w := mustCreate(t, dir, Options{SyncFile: noSync, SegmentSizeBytes: testReserve})
+	mustSave(t, w, raftpb.HardState{Term: 1, Vote: 1, Commit: 2}, ents(1, 3, 1))
+	mustClose(t, w)
+	path := filepath.Join(dir, segment{}.name())
+	if got := fileSize(t, path); got >= testReserve {
+		t.Fatalf("segment written without preallocation is %d bytes", got)
+	}
+	opts := preallocOpts(nil)
+	w, rec := mustOpen(t, dir, opts)
+	entriesEqual(t, rec.Entries, ents(1, 3, 1))
+	if got := fileSize(t, path); got != testReserve {
+		t.Fatalf("segment is %d bytes after a preallocating Open, want %d", got, testReserve)
+	}
+	mustSave(t, w, raftpb.HardState{Term: 1, Vote: 1, Commit: 4}, ents(4, 4, 1))
+	mustClose(t, w)
+	w, rec = mustOpen(t, dir, opts)
+	defer mustClose(t, w)
+	entriesEqual(t, rec.Entries, ents(1, 4, 1))
+}

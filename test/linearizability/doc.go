@@ -42,10 +42,11 @@
 // diskfull.go; skipped with a log line otherwise) fills the rest of one
 // member's tmpfs for the hold time: the member keeps serving reads or
 // stops with "no space left on device" in its log, and is restarted once
-// the space is back. Both targets stop: MetaStore at its next WAL write
-// that needs a new page (it fails the member rather than retry an fsync),
-// etcd, whose WAL segments are preallocated, at its next bbolt commit or
-// snapshot file. A member that does otherwise fails the test. The seam
+// the space is back. Both preallocate their WAL segments, so log writes
+// go on: etcd stops at its next bbolt commit or snapshot file, MetaStore
+// at its next write that needs space (a snapshot file, RocksDB's tables;
+// it fails the member rather than retry a write or fsync), so on the
+// memory engine it often serves through a whole hold. A member that does otherwise fails the test. The seam
 // faults (nemesis_disk_seam.go) act inside a member's disk through
 // MetaStore's disk-fault seam (internal/diskfault), so the cluster then
 // runs bin/metastore-faults (make build-faults) with a plan file per

@@ -62,8 +62,11 @@
 //
 // # Durability and group commit
 //
-// Save writes all records of one Ready with a single write(2) and at most
-// one fdatasync. It skips the fsync when only the commit index changed (as
+// Save writes all records of one Ready with a single pwritev(2) (one per
+// 1,024 pieces) and at most one fdatasync. The records are encoded into
+// one buffer, except the Data of entries of 32 KiB or more, which is
+// written from the entry itself: a flood of 1.5 MiB puts would otherwise
+// copy every value once more and grow the buffer to a whole Ready's size. It skips the fsync when only the commit index changed (as
 // etcd does: raft re-learns a commit index, never a vote or an entry). After
 // a failed write or fsync the WAL refuses further writes: the kernel may have
 // dropped the dirty pages, and a retried fsync would lie.

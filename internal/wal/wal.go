@@ -99,7 +99,12 @@ type WAL struct {
 	retired  []segment
 	tail     *os.File
 	tailSize int64
-	buf      []byte
+	// buf is the encode buffer of one Save, kept between saves up to
+	// maxRetainedBuffer; apart and iov are its large entries' Data and the
+	// pieces written (see pieces), emptied after each write.
+	buf   []byte
+	apart []dataApart
+	iov   [][]byte
 	// lastIndex is the index of the last entry in the log; lastIndexKnown
 	// is false until the log has an entry or an installed snapshot.
 	lastIndex      uint64
@@ -250,7 +255,7 @@ func Open(dir string, opts Options) (*WAL, *Recovered, error) {
 	if tailSize == 0 {
 		// The whole last segment was torn away, head included: give it its
 		// head back so it can be read on its own once older ones go.
-		if err := w.write(w.head(nil), true); err != nil {
+		if err := w.write([][]byte{w.head(nil)}, true); err != nil {
 			return nil, nil, errors.Join(err, f.Close())
 		}
 	}
@@ -359,7 +364,7 @@ func (w *WAL) save(install *Snapshot, hs raftpb.HardState, ents []raftpb.Entry) 
 		return err
 	}
 	lastIndex, known := w.lastIndex, w.lastIndexKnown
-	buf := w.buf[:0]
+	buf, apart := w.buf[:0], w.apart[:0]
 	var err error
 	if install != nil {
 		if buf, err = appendSnapshot(buf, recordSnapshotInstall, *install); err != nil {
@@ -372,7 +377,10 @@ func (w *WAL) save(install *Snapshot, hs raftpb.HardState, ents []raftpb.Entry) 
 		if known && e.Index > lastIndex+1 {
 			return fmt.Errorf("wal: save entry %d after %d would leave a gap", e.Index, lastIndex)
 		}
-		if buf, err = appendEntry(buf, e); err != nil {
+		if len(e.Data) >= largeDataBytes {
+			buf = appendEntryHead(buf, e)
+			apart = append(apart, dataApart{at: len(buf), data: e.Data})
+		} else if buf, err = appendEntry(buf, e); err != nil {
 			return err
 		}
 		lastIndex, known = e.Index, true
@@ -387,7 +395,9 @@ func (w *WAL) save(install *Snapshot, hs raftpb.HardState, ents []raftpb.Entry) 
 		return nil
 	}
 	mustSync := install != nil || len(ents) > 0 || (hsChanged && (hs.Term != w.hardState.Term || hs.Vote != w.hardState.Vote))
-	err = w.write(buf, mustSync)
+	err = w.write(w.pieces(buf, apart), mustSync)
+	clear(apart) // the entries' Data is not the WAL's to keep
+	w.apart = apart[:0]
 	if cap(buf) <= maxRetainedBuffer {
 		w.buf = buf[:0]
 	} else {
@@ -419,7 +429,7 @@ func (w *WAL) SaveSnapshot(snap Snapshot) error {
 	if err != nil {
 		return err
 	}
-	if err := w.write(buf, true); err != nil {
+	if err := w.write([][]byte{buf}, true); err != nil {
 		return err
 	}
 	if snap.Index > w.newestSnapshot.Index {
@@ -506,18 +516,48 @@ func (w *WAL) reserve() int64 {
 	return w.opts.SegmentSizeBytes
 }
 
-// write appends buf to the tail segment after its last record, with an
-// fsync when sync is set.
-func (w *WAL) write(buf []byte, sync bool) error {
+func totalLen(bufs [][]byte) int {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	return n
+}
+
+// dataApart is the Data of a large entry, written from the entry after
+// buf[:at] rather than copied into buf (appendEntryHead).
+type dataApart struct {
+	at   int
+	data []byte
+}
+
+// pieces is what one Save writes: buf with each apart's data between
+// buf[:at] and the rest.
+func (w *WAL) pieces(buf []byte, apart []dataApart) [][]byte {
+	out := w.iov[:0]
+	from := 0
+	for _, a := range apart {
+		out = append(out, buf[from:a.at], a.data)
+		from = a.at
+	}
+	out = append(out, buf[from:])
+	w.iov = out
+	return out
+}
+
+// write appends bufs, in order, to the tail segment after its last
+// record, with an fsync when sync is set.
+func (w *WAL) write(bufs [][]byte, sync bool) error {
 	start := time.Now()
 	var n int
 	var err error
-	if len(buf) > 0 {
+	if totalLen(bufs) > 0 {
 		err = diskfault.BeforeWrite(w.tail.Name())
 	}
 	if err == nil {
-		n, err = w.tail.WriteAt(buf, w.tailSize)
+		n, err = writeBuffersAt(w.tail, bufs, w.tailSize)
 	}
+	clear(w.iov) // nor is the encode buffer held through iov between saves
 	w.tailSize += int64(n)
 	if w.opts.OnWrite != nil {
 		w.opts.OnWrite(n, time.Since(start))

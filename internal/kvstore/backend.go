@@ -60,9 +60,16 @@ type ReadView interface {
 }
 
 // Batch collects writes applied atomically by Commit. Keys and values are
-// copied by the batch; callers may reuse their slices after a call returns.
+// copied by the batch; callers may reuse their slices after a call returns,
+// except a value given to PutOwned.
 type Batch interface {
 	Put(key, value []byte)
+	// PutOwned is Put of a value the caller hands over: the engine may
+	// keep value itself rather than a copy (the memory engine does), so
+	// the caller must never modify it afterwards. key is copied as by
+	// Put. The MVCC layer's revision records are built for the batch
+	// alone; a copy of a 1.5 MiB value would be garbage at once.
+	PutOwned(key, value []byte)
 	Delete(key []byte)
 	// DeleteRange deletes every key in [start, end). A nil end means no
 	// upper bound; an end not above start deletes nothing.

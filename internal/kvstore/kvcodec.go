@@ -121,32 +121,43 @@ func (a *arena) copy(b []byte) []byte {
 }
 
 // maxRecordScratch is the largest encoding buffer a writer keeps between
-// records: puts of small values (the common case) encode without
-// allocating, and one large value does not pin its size for good.
+// records: tombstones (encodeKeyValue, which the batch copies) encode
+// without allocating, and one large record does not pin its size.
 const maxRecordScratch = 64 << 10
 
-// marshalKeyValue encodes kv into scratch (grown as needed) and returns a
-// copy of kv whose key and value are one fresh allocation, so the caller
-// may reuse the slices it passed in. The encoding is what the backend
-// stores: the batch copies it (Batch.Put), so it lives only until the
-// next record is encoded, and scratch is the writer's to reuse. The copy
-// outlives it: the pending map and the watch events hold it.
-func marshalKeyValue(kv mvccpb.KeyValue, scratch []byte) (*mvccpb.KeyValue, []byte) {
-	out := kv
-	if n := len(kv.Key) + len(kv.Value); n > 0 {
-		buf := make([]byte, n)
-		key := buf[:len(kv.Key):len(kv.Key)]
-		copy(key, kv.Key)
-		out.Key = key
-		if len(kv.Value) > 0 {
-			value := buf[len(key):]
-			copy(value, kv.Value)
-			out.Value = value
-		} else {
-			out.Value = nil
-		}
+// marshalKeyValue encodes kv in one allocation and returns the encoding
+// and a KeyValue whose Key and Value point into it: the encoding holds
+// both verbatim, so the caller may reuse the slices it passed in, and a
+// put of a 1.5 MiB value allocates 1.5 MiB: no copy of the value for the
+// pending map and the watch events beside the encoding, and none in the
+// memory engine, which keeps the encoding itself (Batch.PutOwned). So
+// neither is ever modified. (RocksDB copies the encoding into its batch;
+// the events then hold it, a few bytes more than key and value.)
+func marshalKeyValue(kv mvccpb.KeyValue) (*mvccpb.KeyValue, []byte) {
+	kv.XXX_unrecognized = nil
+	data := make([]byte, kv.Size())
+	if _, err := kv.MarshalToSizedBuffer(data); err != nil {
+		// MarshalToSizedBuffer fails only if the buffer is too small,
+		// and it was sized by Size().
+		panic(fmt.Sprintf("kvstore: marshal KeyValue: %v", err))
 	}
-	return &out, encodeKeyValue(&out, scratch)
+	out := kv
+	// KeyValue encodes Key (field 1, tag and length first) before the
+	// rest, and Value (field 5) last but for Lease (field 6).
+	keyStart := 0
+	if len(kv.Key) > 0 {
+		keyStart = 1 + uvarintLen(uint64(len(kv.Key)))
+	}
+	out.Key = data[keyStart : keyStart+len(kv.Key) : keyStart+len(kv.Key)]
+	valueEnd := len(data)
+	if kv.Lease != 0 {
+		valueEnd -= 1 + uvarintLen(uint64(kv.Lease))
+	}
+	out.Value = data[valueEnd-len(kv.Value) : valueEnd : valueEnd]
+	if len(kv.Value) == 0 {
+		out.Value = nil
+	}
+	return &out, data
 }
 
 // encodeKeyValue encodes kv into scratch, grown as needed.

@@ -61,28 +61,49 @@ func FuzzDecodeKeyValue(f *testing.F) {
 }
 
 func TestMarshalKeyValueOwnsItsBytes(t *testing.T) {
-	key, value := []byte("key"), []byte("value")
+	long := bytes.Repeat([]byte("v"), 1<<20)
+	for _, c := range []mvccpb.KeyValue{
+		{Key: []byte("key"), Value: []byte("value"), CreateRevision: 2, ModRevision: 5, Version: 3, Lease: 7},
+		{Key: []byte("key"), Value: []byte("value"), CreateRevision: 2, ModRevision: 5, Version: 3},
+		{Key: []byte("key"), CreateRevision: 2, ModRevision: 5, Version: 1, Lease: -1},
+		{Key: []byte("key"), ModRevision: 9},
+		{Key: bytes.Repeat([]byte("k"), 300), Value: long, CreateRevision: 1 << 40, ModRevision: 1 << 40, Version: 1, Lease: 1 << 62},
+	} {
+		want := c
+		want.Key, want.Value = bytes.Clone(c.Key), bytes.Clone(c.Value)
+		key, value := bytes.Clone(c.Key), bytes.Clone(c.Value)
+		c.Key, c.Value = key, value
+		kv, data := marshalKeyValue(c)
+		key[0] = 'X'
+		if len(value) > 0 {
+			value[0] = 'X'
+		}
+		var back mvccpb.KeyValue
+		if err := back.Unmarshal(data); err != nil {
+			t.Fatal(err)
+		}
+		if !sameKeyValue(kv, &want) || !sameKeyValue(&back, &want) {
+			t.Fatalf("marshalKeyValue aliases its input: %v, encoded %v", kv, &back)
+		}
+		// Key and Value are the encoding's own bytes, capped so that an
+		// append to them cannot write over the encoding.
+		for _, b := range [][]byte{kv.Key, kv.Value} {
+			if len(b) > 0 && (cap(b) != len(b) || !bytes.Contains(data, b)) {
+				t.Fatalf("a field of %d bytes (cap %d) is not a capped part of the encoding", len(b), cap(b))
+			}
+		}
+	}
+}
+
+func TestEncodeKeyValueScratch(t *testing.T) {
 	scratch := make([]byte, 0, 64)
-	kv, data := marshalKeyValue(mvccpb.KeyValue{Key: key, Value: value, CreateRevision: 2, ModRevision: 5, Version: 3, Lease: 7}, scratch)
+	data := encodeKeyValue(&mvccpb.KeyValue{Key: []byte("key"), ModRevision: 5}, scratch)
 	if &data[0] != &scratch[:1][0] {
-		t.Fatal("marshalKeyValue did not encode into the scratch buffer it was given")
-	}
-	key[0], value[0] = 'X', 'X'
-	var back mvccpb.KeyValue
-	if err := back.Unmarshal(data); err != nil {
-		t.Fatal(err)
-	}
-	want := &mvccpb.KeyValue{Key: []byte("key"), Value: []byte("value"), CreateRevision: 2, ModRevision: 5, Version: 3, Lease: 7}
-	if !sameKeyValue(kv, want) || !sameKeyValue(&back, want) {
-		t.Fatalf("marshalKeyValue aliases its input: %v, encoded %v", kv, &back)
-	}
-	// The next record reuses scratch; the first one's copy must not move.
-	encodeKeyValue(&mvccpb.KeyValue{Key: []byte("other-key"), Value: []byte("other-value")}, scratch)
-	if !sameKeyValue(kv, want) {
-		t.Fatalf("marshalKeyValue's copy aliases the scratch buffer: %v", kv)
+		t.Fatal("encodeKeyValue did not encode into the scratch buffer it was given")
 	}
 	// Too small a scratch buffer is replaced, not overrun.
-	_, data = marshalKeyValue(mvccpb.KeyValue{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 100)}, make([]byte, 0, 8))
+	data = encodeKeyValue(&mvccpb.KeyValue{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 100)}, make([]byte, 0, 8))
+	var back mvccpb.KeyValue
 	if err := back.Unmarshal(data); err != nil || len(back.Value) != 100 {
 		t.Fatalf("encoding past the scratch buffer's capacity: %v, %d value bytes", err, len(back.Value))
 	}

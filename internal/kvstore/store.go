@@ -118,8 +118,9 @@ type writer struct {
 	// apply-side reads see them before they are in a backend view.
 	pending map[revision]*mvccpb.KeyValue
 	events  []mvccpb.Event
-	// recordScratch is reused to encode each record before the batch
-	// copies it (marshalKeyValue).
+	// recordScratch is reused to encode each tombstone before the batch
+	// copies it (encodeKeyValue); a put's record is the backend's to
+	// keep (marshalKeyValue).
 	recordScratch []byte
 	txn           *TxnWrite // the open write transaction, if any
 	// failed is set when a Commit or Restore failed halfway: the index

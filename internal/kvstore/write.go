@@ -74,10 +74,9 @@ func (tw *TxnWrite) Put(key, value []byte, lease int64) int64 {
 		ModRevision:    rev,
 		Version:        ver + 1,
 		Lease:          lease,
-	}, w.recordScratch)
+	})
 	var keyBuf [revKeyLen]byte
-	w.batch.Put(appendRevKey(keyBuf[:0], idxRev, false), data)
-	w.keepScratch(data)
+	w.batch.PutOwned(appendRevKey(keyBuf[:0], idxRev, false), data)
 	w.index.put(kv.Key, idxRev, lease)
 	w.pending[idxRev] = kv
 	w.events = append(w.events, mvccpb.Event{Type: mvccpb.PUT, Kv: kv})

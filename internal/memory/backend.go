@@ -212,6 +212,12 @@ func (bt *batch) Put(key, value []byte) {
 	bt.ops = append(bt.ops, op{kind: opPut, key: k, arg: v})
 }
 
+// PutOwned keeps value as the stored value (no copy): the caller never
+// modifies it, and readers only read it.
+func (bt *batch) PutOwned(key, value []byte) {
+	bt.ops = append(bt.ops, op{kind: opPut, key: append([]byte(nil), key...), arg: value})
+}
+
 func (bt *batch) Delete(key []byte) {
 	bt.ops = append(bt.ops, op{kind: opDelete, key: append([]byte(nil), key...)})
 }

@@ -55,6 +55,10 @@ func (bt *batch) Put(key, value []byte) {
 	}
 }
 
+// PutOwned is Put: the write batch copies the value into RocksDB's
+// buffer either way.
+func (bt *batch) PutOwned(key, value []byte) { bt.Put(key, value) }
+
 func (bt *batch) Delete(key []byte) {
 	bt.usable()
 	bt.wb.Delete(key)

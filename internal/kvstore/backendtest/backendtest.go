@@ -356,10 +356,13 @@ func testBatchCopiesInput(t *testing.T, b kvstore.Backend, _ func(*testing.T) kv
 	start := []byte("k2")
 	bt.DeleteRange(start, end)
 	start[1], end[0] = '0', '0' // must not widen or move the range
+	owned := []byte("k3")
+	bt.PutOwned(owned, []byte("v3")) // the key is copied, the value handed over
+	owned[1] = '4'
 	if err := bt.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	checkContent(t, b, model{"k1": "v1"})
+	checkContent(t, b, model{"k1": "v1", "k3": "v3"})
 }
 
 func testReadViewIsolation(t *testing.T, b kvstore.Backend, _ func(*testing.T) kvstore.Backend) {

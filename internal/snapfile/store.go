@@ -171,7 +171,11 @@ func writeFile(path string, meta *raftpb.SnapshotMetadata, image io.WriterTo, no
 	if err != nil {
 		return SaveStats{}, fmt.Errorf("create snapshot %s: %w", path, err)
 	}
-	bw := bufio.NewWriterSize(diskfault.Writer(path, f), 1<<20)
+	var out io.Writer = f
+	if !noSync {
+		out = &flushBehind{f: f}
+	}
+	bw := bufio.NewWriterSize(diskfault.Writer(path, out), 1<<20)
 	cw := &crcWriter{w: bw}
 	fail := func(err error) (SaveStats, error) { return SaveStats{}, errors.Join(err, f.Close()) }
 	if _, err := cw.Write(prefix); err != nil {

@@ -40,7 +40,8 @@ func readImage(t *testing.T, s *Store, ref Ref) (raftpb.SnapshotMetadata, []byte
 
 func TestSaveLoadRoundTrip(t *testing.T) {
 	s := mustOpenStore(t, t.TempDir())
-	image := bytes.Repeat([]byte("state machine image "), 100_000) // larger than the buffers
+	// Larger than the buffers, and than two rounds of flushBehind.
+	image := bytes.Repeat([]byte("state machine image "), 1_000_000)
 	meta := testMeta(2, 10000)
 	n, err := s.Save(meta, bytes.NewReader(image))
 	if err != nil {

@@ -164,7 +164,10 @@ type Config struct {
 	// (--initial-election-tick-advance=false).
 	DisableElectionTickAdvance bool
 	// MaxSizePerMsg, MaxInflightMsgs and MaxUncommittedEntriesSize are
-	// raft's flow control limits. Defaults 1 MiB, 512 and 1 GiB.
+	// raft's flow control limits. Defaults 1 MiB, 512 and MaxLogBytes/2
+	// (logbudget.go: the entries a leader has taken and not yet
+	// committed are part of the log's byte budget; a proposal past it
+	// fails with ErrTooManyUncommitted).
 	MaxSizePerMsg             uint64
 	MaxInflightMsgs           int
 	MaxUncommittedEntriesSize uint64
@@ -204,15 +207,14 @@ type Config struct {
 }
 
 const (
-	defaultTickInterval              = 100 * time.Millisecond
-	defaultElectionTicks             = 10
-	defaultHeartbeatTicks            = 1
-	defaultSnapshotCount             = 10000
-	defaultSnapshotCatchUpEntries    = 5000
-	defaultMaxLogBytes               = 256 << 20
-	defaultMaxSizePerMsg             = 1 << 20
-	defaultMaxInflightMsgs           = 512
-	defaultMaxUncommittedEntriesSize = 1 << 30
+	defaultTickInterval           = 100 * time.Millisecond
+	defaultElectionTicks          = 10
+	defaultHeartbeatTicks         = 1
+	defaultSnapshotCount          = 10000
+	defaultSnapshotCatchUpEntries = 5000
+	defaultMaxLogBytes            = 256 << 20
+	defaultMaxSizePerMsg          = 1 << 20
+	defaultMaxInflightMsgs        = 512
 )
 
 // withDefaults fills unset fields and rejects impossible combinations.
@@ -251,7 +253,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxInflightMsgs = defaultMaxInflightMsgs
 	}
 	if c.MaxUncommittedEntriesSize == 0 {
-		c.MaxUncommittedEntriesSize = defaultMaxUncommittedEntriesSize
+		c.MaxUncommittedEntriesSize = max(c.MaxLogBytes/2, 1)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

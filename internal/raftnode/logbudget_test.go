@@ -1,10 +1,15 @@
 package raftnode
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/metastore-io/metastore/internal/wal"
 )
 
 // storedLogBytes sums the entries in n's in-memory log, for checking
@@ -61,6 +66,10 @@ func TestLogBytesStayWithinBudget(t *testing.T) {
 			dir := t.TempDir()
 			cfg := testConfig(t, dir)
 			cfg.MaxLogBytes = 64 << 10
+			// The proposals below go faster than they commit; refusing
+			// them (TestProposalsPastUncommittedBytesRefused) is not what
+			// this test is about.
+			cfg.MaxUncommittedEntriesSize = 1 << 30
 			var sm StateMachine
 			fake := newFakeSM()
 			sm = fake
@@ -116,7 +125,10 @@ func TestLogBytesStayWithinBudget(t *testing.T) {
 // MaxLogBytes/2 of entries for followers, so one that missed more is sent
 // a snapshot, however few entries that is.
 func TestLaggingFollowerBeyondLogBudgetGetsSnapshot(t *testing.T) {
-	c := startCluster(t, func(cfg *Config) { cfg.MaxLogBytes = 64 << 10 })
+	c := startCluster(t, func(cfg *Config) {
+		cfg.MaxLogBytes = 64 << 10
+		cfg.MaxUncommittedEntriesSize = 1 << 30 // as in TestLogBytesStayWithinBudget
+	})
 	net, nodes, sms := c.net, c.nodes, c.sms
 	lead := c.agreedLeader(t)
 	lagging := c.follower(lead)
@@ -176,4 +188,59 @@ func TestOverloadedAtFourTimesWhatIsDue(t *testing.T) {
 			t.Errorf("%d bytes since the snapshot, image %d: Overloaded %v, want %v", tt.unsnapshotted, tt.image, got, tt.want)
 		}
 	}
+}
+
+// TestProposalsPastUncommittedBytesRefused stalls the leader's WAL fsync
+// and proposes until raft refuses: the entries it took and could not
+// commit are bounded by MaxUncommittedEntriesSize, and the refusal is
+// ErrTooManyUncommitted (the server's "too many requests"), not a wait.
+// Once the disk moves again every accepted proposal is applied and new
+// ones are taken.
+func TestProposalsPastUncommittedBytesRefused(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	const entry = 16 << 10
+	cfg.MaxUncommittedEntriesSize = 8 * entry
+	stall := make(chan struct{})
+	var stalled atomic.Bool
+	cfg.syncFile = func(f *os.File) error {
+		if stalled.Load() {
+			<-stall
+		}
+		return wal.SyncData(f)
+	}
+	sm := newFakeSM()
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+	sm.waitUntil(t, "the leader's empty entry", func(st *fakeState) bool { return st.Applied >= 1 })
+	stalled.Store(true)
+	released := false
+	defer func() {
+		if !released {
+			close(stall)
+		}
+	}()
+	ctx := testContext(t)
+	accepted := 0
+	var err error
+	for accepted <= 2*8 {
+		payload := fmt.Sprintf("%05d%s", accepted, strings.Repeat("u", entry-5))
+		if err = n.Propose(ctx, []byte(payload)); err != nil {
+			break
+		}
+		accepted++
+	}
+	if !errors.Is(err, ErrTooManyUncommitted) {
+		t.Fatalf("after %d proposals of %d bytes with the disk stalled: %v, want ErrTooManyUncommitted", accepted, entry, err)
+	}
+	if accepted > 8+1 {
+		t.Fatalf("raft took %d proposals of %d bytes, over the limit of %d bytes", accepted, entry, cfg.MaxUncommittedEntriesSize)
+	}
+	stalled.Store(false)
+	close(stall)
+	released = true
+	sm.waitPayloads(t, accepted)
+	if err := n.Propose(ctx, []byte("after")); err != nil {
+		t.Fatalf("a proposal once the disk moved again: %v", err)
+	}
+	sm.waitPayloads(t, accepted+1)
 }

@@ -31,6 +31,10 @@ var (
 	// back while it knows no leader. The proposal is most likely not in
 	// the log, but may still get there.
 	ErrProposalUnconfirmed = errors.New("raftnode: raft did not confirm the proposal")
+	// ErrTooManyUncommitted is wrapped by Propose's error when the leader
+	// refused the proposal because the entries it has taken and not yet
+	// committed would pass Config.MaxUncommittedEntriesSize.
+	ErrTooManyUncommitted = errors.New("raftnode: the uncommitted entries would pass their byte limit")
 )
 
 // Node is one running raft member: it persists raft's output, applies
@@ -171,7 +175,18 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 	default:
 	}
 	if err := n.raft.propose(ctx, n.leaderChanged, n.stopping, n.cfg.readIndexRetry(), n.removed, func(rn *raft.RawNode) error {
-		return rn.Propose(data)
+		err := rn.Propose(data)
+		if errors.Is(err, raft.ErrProposalDropped) {
+			// A leader drops a proposal while it transfers leadership,
+			// once removed from the configuration, or when its
+			// uncommitted entries would pass MaxUncommittedEntriesSize:
+			// that is the one left.
+			st := rn.Status()
+			if _, member := st.Progress[st.ID]; member && st.RaftState == raft.StateLeader && st.LeadTransferee == raft.None {
+				return fmt.Errorf("%w (%d bytes)", ErrTooManyUncommitted, n.cfg.MaxUncommittedEntriesSize)
+			}
+		}
+		return err
 	}); err != nil {
 		n.metrics.proposalsFailed.Inc()
 		return n.proposeError(ctx, "propose", err)

@@ -42,6 +42,10 @@ func (s *Server) proposeError(callerCtx, ctx context.Context, err error, start t
 	switch {
 	case errors.Is(err, raftnode.ErrStopped):
 		return ErrStopped
+	case errors.Is(err, raftnode.ErrTooManyUncommitted):
+		// The leader's proposals outrun its disk (or its quorum): the
+		// part of the log's byte budget for them is full.
+		return ErrTooManyRequests
 	case errors.Is(err, raftnode.ErrProposalUnconfirmed) && ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:

@@ -311,6 +311,17 @@ func (n *Node) Status() Status {
 	return st
 }
 
+// FirstLogIndex is the first entry the in-memory raft log still holds:
+// a follower that needs an earlier one gets a snapshot instead. A
+// snapshot's file is saved before the log is compacted behind it.
+func (n *Node) FirstLogIndex() uint64 {
+	first, err := n.storage.FirstIndex()
+	if err != nil {
+		return 0
+	}
+	return first
+}
+
 // Snapshots is the member's snapshot file store: the transport reads the
 // image of an outgoing MsgSnap from it and stores an incoming one in it.
 func (n *Node) Snapshots() *snapfile.Store { return n.snaps }

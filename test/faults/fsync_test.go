@@ -3,12 +3,8 @@ package faults
 import (
 	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -144,34 +140,7 @@ func TestSlowFsyncOnOneMember(t *testing.T) {
 // count from m's /metrics.
 func walFsyncSeconds(ctx context.Context, t *testing.T, m *framework.Member) (sum, count float64) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.ClientURL()+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := m.HTTPClient(t).Do(req)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", m.Name(), err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "etcd_disk_wal_fsync_duration_seconds_sum":
-			sum = v
-		case "etcd_disk_wal_fsync_duration_seconds_count":
-			count = v
-		}
-	}
-	return sum, count
+	const name = "etcd_disk_wal_fsync_duration_seconds"
+	got := m.MetricSeries(ctx, t, name+"_sum", name+"_count")
+	return got[name+"_sum"], got[name+"_count"]
 }

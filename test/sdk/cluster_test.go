@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -219,27 +217,12 @@ func testSessionExpiryOnPausedMember(t *testing.T, e *env) {
 // watchers registered on it, from its /metrics page.
 func watcherCount(ctx context.Context, t *testing.T, m *framework.Member) float64 {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.ClientURL()+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
+	const gauge = "etcd_debugging_mvcc_watcher_total"
+	n, ok := m.MetricSeries(ctx, t, gauge)[gauge]
+	if !ok {
+		t.Fatalf("metrics of %s: no %s", m.Name(), gauge)
 	}
-	resp, err := m.HTTPClient(t).Do(req)
-	if err != nil {
-		t.Fatalf("metrics of %s: %v", m.Name(), err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "etcd_debugging_mvcc_watcher_total "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("metrics of %s: %q: %v", m.Name(), sc.Text(), err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("metrics of %s: no etcd_debugging_mvcc_watcher_total (%v)", m.Name(), sc.Err())
-	return 0
+	return n
 }
 
 // testRegistryOwnerDies: an instance registered by another process, on

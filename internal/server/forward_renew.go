@@ -179,14 +179,19 @@ func (b *renewBatcher) forward(ctx context.Context, leader uint64, ids []int64) 
 			answers[i].err = err
 			continue
 		}
-		var resp pb.LeaseKeepAliveResponse
-		if err := resp.Unmarshal(body); err != nil {
-			answers[i].err = fmt.Errorf("server: decode forwarded keep-alive reply: %w", err)
-			continue
-		}
-		answers[i].ttl = resp.TTL
+		answers[i] = decodeRenewReply(body)
 	}
 	return answers, nil
+}
+
+// decodeRenewReply is the answer a leader's encoded keep-alive reply
+// gives: the TTL, or why it could not be read (ttl -1).
+func decodeRenewReply(body []byte) renewAnswer {
+	var resp pb.LeaseKeepAliveResponse
+	if err := resp.Unmarshal(body); err != nil {
+		return renewAnswer{ttl: -1, err: fmt.Errorf("server: decode forwarded keep-alive reply: %w", err)}
+	}
+	return renewAnswer{ttl: resp.TTL}
 }
 
 // forwardEach forwards the keep-alives of a batch one by one, side by
@@ -204,12 +209,7 @@ func (b *renewBatcher) forwardEach(ctx context.Context, leader uint64, ids []int
 				answers[i].err = retryableForwardError(err)
 				return
 			}
-			var resp pb.LeaseKeepAliveResponse
-			if err := resp.Unmarshal(body); err != nil {
-				answers[i].err = fmt.Errorf("server: decode forwarded keep-alive reply: %w", err)
-				return
-			}
-			answers[i].ttl = resp.TTL
+			answers[i] = decodeRenewReply(body)
 		}()
 	}
 	wg.Wait()

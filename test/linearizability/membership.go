@@ -209,17 +209,9 @@ func (ms *membership) replace(ctx context.Context, name string) error {
 	if err := wipeDataDir(m.DataDir()); err != nil {
 		return fmt.Errorf("wipe %s's data dir: %w", name, err)
 	}
-	err := ms.retry(ctx, "member remove "+name, func(ctx context.Context) error {
-		_, err := ms.cli.MemberRemove(ctx, ms.ids[name])
-		if errors.Is(err, rpctypes.ErrMemberNotFound) {
-			return nil // an earlier attempt took effect
-		}
-		return err
-	})
-	if err != nil {
+	if err := ms.memberRemove(ctx, name); err != nil {
 		return err
 	}
-	delete(ms.ids, name)
 	if err := ms.add(ctx, m, ms.learner == name); err != nil {
 		return err // fails the test: the slot is left outside the cluster
 	}
@@ -278,7 +270,9 @@ func (ms *membership) promote(ctx context.Context) error {
 	return nil
 }
 
-func (ms *membership) remove(ctx context.Context, name string) error {
+// memberRemove removes name from the cluster, retried until it has taken
+// effect, and forgets its ID.
+func (ms *membership) memberRemove(ctx context.Context, name string) error {
 	err := ms.retry(ctx, "member remove "+name, func(ctx context.Context) error {
 		_, err := ms.cli.MemberRemove(ctx, ms.ids[name])
 		if errors.Is(err, rpctypes.ErrMemberNotFound) {
@@ -290,6 +284,13 @@ func (ms *membership) remove(ctx context.Context, name string) error {
 		return err
 	}
 	delete(ms.ids, name)
+	return nil
+}
+
+func (ms *membership) remove(ctx context.Context, name string) error {
+	if err := ms.memberRemove(ctx, name); err != nil {
+		return err
+	}
 	ms.outsider = name
 	ms.removes++
 	// A removed member stops by itself once it applies its removal, but

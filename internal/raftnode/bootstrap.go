@@ -323,7 +323,12 @@ func (n *Node) skipElectionWaitIfAlone(cs raftpb.ConfState) {
 // durable, so files newer than the newest marker are ones a crash left
 // unfinished (or an install raft never recorded): they are removed. The
 // chosen file must be intact: if it is not, restarting from an older one
-// would silently roll the member back, so Start refuses. inEngine reports
+// would silently roll the member back (the WAL before the newest snapshot
+// is released), so Start refuses, naming the file. etcd 3.6 instead
+// renames a damaged file to .broken and loads an older snapshot, which
+// works there because it keeps more WAL behind its snapshots; an operator
+// recovers a MetaStore member by replacing it (member remove, member add,
+// empty data dir). inEngine reports
 // a snapshot persisted in place (its file holds only the marker).
 func (n *Node) newestSnapshot(rec *wal.Recovered) (meta raftpb.SnapshotMetadata, inEngine bool, err error) {
 	var newest wal.Snapshot

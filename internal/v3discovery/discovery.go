@@ -1,6 +1,7 @@
 package v3discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -182,7 +183,7 @@ func (j *joiner) add(members []registration, key, value string, rev int64) []reg
 	}
 	j.log.Info("found peer from discovery service", "memberKey", key, "memberInfo", value)
 	members = append(members, registration{key: key, peers: value, createRev: rev})
-	slices.SortStableFunc(members, func(a, b registration) int { return int(a.createRev - b.createRev) })
+	slices.SortStableFunc(members, func(a, b registration) int { return cmp.Compare(a.createRev, b.createRev) })
 	return members
 }
 
@@ -198,6 +199,9 @@ func (j *joiner) waitPeers(ctx context.Context, members []registration, size int
 				break
 			}
 			for _, ev := range wresp.Events {
+				// Only a key's creation is a registration: etcd passes
+				// every event to its add, which then rejects a rewrite as
+				// a duplicate and a deletion as invalid peer info.
 				if ev.Type == clientv3.EventTypePut && ev.Kv.CreateRevision == ev.Kv.ModRevision {
 					members = j.add(members, string(ev.Kv.Key), string(ev.Kv.Value), ev.Kv.CreateRevision)
 				}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -36,17 +37,20 @@ func (s *Server) firstCommitInTerm(term uint64) {
 // this member stops leading in term, or the member stops.
 func (s *Server) setClusterVersion(term uint64) {
 	version := etcdcompat.EtcdClusterVersion
-	s.log.Info("setting up initial cluster version", "cluster-version", version)
+	// etcd logs the version as major.minor ("3.6").
+	logged := strings.Join(strings.SplitN(version, ".", 3)[:2], ".")
+	s.log.Info("setting up initial cluster version using v3 API", "cluster-version", logged)
 	for s.cluster.Version() == "" && s.leases.currentLeader() == s.id && s.Term() == term {
 		req := &pb.InternalRaftRequest{ClusterVersionSet: &membershippb.ClusterVersionSetRequest{Ver: version}}
 		ctx, cancel := context.WithTimeout(context.Background(), s.reqTimeout)
 		_, err := s.propose(ctx, req)
 		cancel()
 		if err == nil {
-			s.log.Info("cluster version is updated", "cluster-version", version)
+			s.log.Info("cluster version is updated", "cluster-version", logged)
 			return
 		}
 		if errors.Is(err, ErrStopped) {
+			s.log.Warn("aborting cluster version update; server is stopped", "error", err)
 			return
 		}
 		s.log.Warn("failed to update cluster version", "error", err)

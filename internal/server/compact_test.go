@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
@@ -47,11 +46,8 @@ func TestCompactionFinishesWhileIdle(t *testing.T) {
 	if _, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("k000"), Revision: rev - 1}); err == nil {
 		t.Fatal("a read below the compacted revision succeeded")
 	}
-	for deadline := time.Now().Add(testTimeout); s.kv.FinishedCompactRev() != rev; {
-		if time.Now().After(deadline) {
-			t.Fatalf("compaction at %d not finished while idle (finished: %d)", rev, s.kv.FinishedCompactRev())
-		}
-		time.Sleep(time.Millisecond)
+	if err := s.compacted.wait(ctx, uint64(rev)); err != nil {
+		t.Fatalf("compaction at %d not finished while idle (finished: %d): %v", rev, s.kv.FinishedCompactRev(), err)
 	}
 	view := s.kv.SnapshotView()
 	defer view.Release()

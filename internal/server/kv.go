@@ -104,8 +104,9 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 	return res.resp.(*pb.TxnResponse), nil
 }
 
-// Compact compacts the key history through Raft. Compaction here is
-// physical as soon as it is applied, so `physical` needs no extra wait.
+// Compact compacts the key history through Raft. It is logical once
+// applied; the old revisions are deleted in batches after it, and a
+// `physical` request is answered once this member has deleted them.
 func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
 	res, err := s.propose(ctx, &pb.InternalRaftRequest{Compaction: r})
 	if err != nil {

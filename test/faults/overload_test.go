@@ -66,7 +66,8 @@ const (
 	// --snapshot-count entries plus the 5,000 kept for catching up
 	// followers after a snapshot), so every 1.5 MiB put adds 1.5 MiB of
 	// resident memory until then: etcd 3.6 passes 3.4 GiB after 30 s of
-	// this flood, and is held to rssBound only at the short scale.
+	// this flood (3 GiB after 4 s on a quiet machine); it is held to
+	// rssBound plus the values it took, at the short scale only.
 	// MetaStore bounds its log in bytes too (raftnode's logbudget.go) and
 	// is held to rssBound at both.
 	// maxRequestBytes is the default --max-request-bytes of both servers.
@@ -362,8 +363,14 @@ func TestOverloadMaxSizePuts(t *testing.T) {
 	peak := rss.stopPeak(t, m)
 	t.Logf("%s, %d clients putting %d-byte values: %d puts (%d refused with too many requests, %d failed) in %v, peak RSS %d MiB",
 		m.Name(), clients, len(value), puts.Load(), tooMany.Load(), putErrs.Load(), bigFlood, peak>>20)
-	if peak > rssBound && (target == framework.TargetMetaStore || *overloadScale == "short") {
-		t.Errorf("member %s peaked at %d MiB resident, over the %d MiB bound", m.Name(), peak>>20, rssBound>>20)
+	bound := int64(rssBound)
+	if target != framework.TargetMetaStore {
+		// etcd holds every entry since its last snapshot in memory by
+		// design: its bound grows with the puts this machine let it take.
+		bound += puts.Load() * int64(len(value))
+	}
+	if peak > bound && (target == framework.TargetMetaStore || *overloadScale == "short") {
+		t.Errorf("member %s peaked at %d MiB resident, over the %d MiB bound", m.Name(), peak>>20, bound>>20)
 	}
 	if puts.Load() == 0 {
 		t.Errorf("no max-size put succeeded")

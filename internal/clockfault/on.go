@@ -89,8 +89,11 @@ func durationString(d time.Duration) string {
 }
 
 // Timers measure durations, which a step of the time of day does not
-// change.
-func (c *steppedClock) NewTimer(d time.Duration) lease.Timer { return timer{time.NewTimer(d)} }
+// change: at carries the monotonic reading of the Now it came from, and
+// time.Until subtracts monotonic readings when both have one.
+func (c *steppedClock) NewTimerAt(at time.Time) lease.Timer {
+	return timer{time.NewTimer(time.Until(at))}
+}
 
 type timer struct{ t *time.Timer }
 

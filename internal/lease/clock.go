@@ -10,9 +10,12 @@ import "time"
 // time.Now's do, for a step of the time of day to move no expiry.
 type Clock interface {
 	Now() time.Time
-	// NewTimer returns a timer that fires once, d from now (at once if d
-	// is not positive).
-	NewTimer(d time.Duration) Timer
+	// NewTimerAt returns a timer that fires once, when the clock reads at
+	// (at once if it already does). The deadline is absolute so that a
+	// caller that computed it from an earlier reading is not pushed back
+	// by the time that passed since: the expiry loop's window boundaries
+	// stay where its rate limit put them.
+	NewTimerAt(at time.Time) Timer
 }
 
 // Timer is a one-shot timer of a Clock.
@@ -29,7 +32,9 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-func (systemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
+func (systemClock) NewTimerAt(at time.Time) Timer {
+	return systemTimer{time.NewTimer(time.Until(at))}
+}
 
 type systemTimer struct{ t *time.Timer }
 

@@ -40,11 +40,11 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
+func (c *fakeClock) NewTimerAt(at time.Time) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, deadline: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
+	t := &fakeTimer{c: c, deadline: at, ch: make(chan time.Time, 1)}
+	if !at.After(c.now) {
 		t.ch <- c.now
 	} else {
 		c.timers = append(c.timers, t)

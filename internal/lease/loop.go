@@ -60,11 +60,14 @@ func (l *Lessor) run(ctx context.Context) {
 	var st loopState
 	st.windowStart = l.now()
 	for {
-		wait, ok := l.tick(ctx, &st)
+		wake, ok := l.tick(ctx, &st)
 		var timer Timer
 		var timerC <-chan time.Time
 		if ok {
-			timer = l.clock.NewTimer(wait)
+			// An absolute deadline: time that passed during the tick
+			// (proposals, a slow ConfirmLeadership) shortens the sleep
+			// rather than pushing the next window back by that much.
+			timer = l.clock.NewTimerAt(l.epoch.Add(wake))
 			timerC = timer.C()
 		}
 		select {
@@ -82,9 +85,10 @@ func (l *Lessor) run(ctx context.Context) {
 	}
 }
 
-// tick does the work that is due and returns how long to sleep; ok is
-// false when nothing is scheduled (sleep until kicked).
-func (l *Lessor) tick(ctx context.Context, st *loopState) (wait time.Duration, ok bool) {
+// tick does the work that is due and returns when to look again (on the
+// lessor's clock, like now()); ok is false when nothing is scheduled
+// (sleep until kicked).
+func (l *Lessor) tick(ctx context.Context, st *loopState) (wake time.Duration, ok bool) {
 	now := l.now()
 	if now-st.windowStart >= rateWindow {
 		st.windowStart, st.revokes, st.checkpoints = now, 0, 0
@@ -225,7 +229,7 @@ func (l *Lessor) nextWake(now time.Duration, st *loopState) (time.Duration, bool
 	if next == forever {
 		return 0, false
 	}
-	return next - now, true
+	return next, true
 }
 
 // revokeWorker proposes the revokes of expired leases, one at a time.

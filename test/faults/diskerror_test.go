@@ -25,9 +25,13 @@ type diskErrorCase struct {
 var etcdDiskErrorCase = diskErrorCase{spec: "fsync-error", message: "input/output error"}
 
 var diskErrorCases = []diskErrorCase{
-	{spec: "fsync-error", file: "/member/wal/", message: "injected fault (fsync-error): input/output error"},
-	{spec: "write-error", file: "/member/wal/", message: "injected fault (write-error): input/output error"},
-	{spec: "nospace", file: "/member/wal/", message: "injected fault (nospace): no space left on device"},
+	{spec: "fsync-error,only=/member/wal/", file: "/member/wal/", message: "injected fault (fsync-error): input/output error"},
+	{spec: "write-error,only=/member/wal/", file: "/member/wal/", message: "injected fault (write-error): input/output error"},
+	{spec: "nospace,only=/member/wal/", file: "/member/wal/", message: "injected fault (nospace): no space left on device"},
+	// A full disk fails every file at once: whichever the member writes
+	// first (the WAL, or on RocksDB the engine's batch in apply) is the
+	// one its message names.
+	{spec: "nospace", file: "/member/", message: "injected fault (nospace): no space left on device"},
 	// A snapshot's file (a marker on RocksDB) is written and fsynced
 	// every snapshotCount entries.
 	{spec: "fsync-error,only=/member/snap/", file: "/member/snap/", message: "injected fault (fsync-error): input/output error"},

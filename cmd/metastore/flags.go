@@ -195,21 +195,48 @@ func (o *options) validate() error {
 	if o.dataDir == "" {
 		o.dataDir = o.name + ".metastore"
 	}
-	for flag, list := range map[string]string{
-		"--listen-client-urls":          o.listenClientURLs,
-		"--advertise-client-urls":       o.advertiseClientURLs,
-		"--listen-peer-urls":            o.listenPeerURLs,
-		"--initial-advertise-peer-urls": o.initialAdvertisePeerURLs,
+	for _, check := range []func() error{
+		o.validateURLs,
+		o.validateInitialCluster,
+		o.validateRaft,
+		o.validateLimits,
+		func() error { return o.logConfig().Validate() },
+		o.listen.validate,
+		o.ops.validate,
+		func() error { return o.tls.validate(o) },
+		o.validateGCHeadroom,
+		o.validateStorageEngine,
 	} {
-		for _, u := range splitURLs(list) {
-			if err := membership.ValidateURL(u); err != nil {
-				return fmt.Errorf("%s: %w", flag, err)
-			}
-		}
-		if len(splitURLs(list)) == 0 {
-			return fmt.Errorf("%s must not be empty", flag)
+		if err := check(); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// validateURLs checks the URL lists a member cannot go without.
+func (o *options) validateURLs() error {
+	for _, f := range []struct{ flag, list string }{
+		{"--listen-client-urls", o.listenClientURLs},
+		{"--advertise-client-urls", o.advertiseClientURLs},
+		{"--listen-peer-urls", o.listenPeerURLs},
+		{"--initial-advertise-peer-urls", o.initialAdvertisePeerURLs},
+	} {
+		for _, u := range splitURLs(f.list) {
+			if err := membership.ValidateURL(u); err != nil {
+				return fmt.Errorf("%s: %w", f.flag, err)
+			}
+		}
+		if len(splitURLs(f.list)) == 0 {
+			return fmt.Errorf("%s must not be empty", f.flag)
+		}
+	}
+	return nil
+}
+
+// validateInitialCluster defaults --initial-cluster to this member alone
+// and checks it and --initial-cluster-state.
+func (o *options) validateInitialCluster() error {
 	if o.initialCluster == "" {
 		parts := []string{}
 		for _, u := range splitURLs(o.initialAdvertisePeerURLs) {
@@ -222,9 +249,14 @@ func (o *options) validate() error {
 	}
 	switch o.initialClusterState {
 	case "new", "existing":
+		return nil
 	default:
 		return fmt.Errorf("unexpected --initial-cluster-state %q: want new or existing", o.initialClusterState)
 	}
+}
+
+// validateRaft checks the timing and snapshot flags as etcd does.
+func (o *options) validateRaft() error {
 	if o.heartbeatMs == 0 {
 		return fmt.Errorf("--heartbeat-interval must be greater than 0")
 	}
@@ -237,6 +269,11 @@ func (o *options) validate() error {
 	if o.snapshotCount == 0 {
 		return fmt.Errorf("--snapshot-count must be greater than 0")
 	}
+	return nil
+}
+
+// validateLimits checks the request and membership limits.
+func (o *options) validateLimits() error {
 	if o.maxRequestBytes == 0 {
 		return fmt.Errorf("--max-request-bytes must be greater than 0")
 	}
@@ -249,31 +286,26 @@ func (o *options) validate() error {
 	if o.maxTxnOps == 0 {
 		return fmt.Errorf("--max-txn-ops must be greater than 0")
 	}
-	if err := o.logConfig().Validate(); err != nil {
-		return err
-	}
-	if err := o.listen.validate(); err != nil {
-		return err
-	}
-	if err := o.ops.validate(); err != nil {
-		return err
-	}
-	if err := o.tls.validate(o); err != nil {
-		return err
-	}
+	return nil
+}
+
+func (o *options) validateGCHeadroom() error {
 	if err := o.gcHeadroom(nil).Validate(); err != nil {
 		return fmt.Errorf("--gc-headroom-percent: %w", err)
 	}
+	return nil
+}
+
+func (o *options) validateStorageEngine() error {
 	switch o.storageEngine {
 	case "memory":
+		return nil
 	case "rocksdb":
-		if _, err := o.rocksdbOptions(nil); err != nil {
-			return err
-		}
+		_, err := o.rocksdbOptions(nil)
+		return err
 	default:
 		return fmt.Errorf("unknown --storage-engine %q: want memory or rocksdb", o.storageEngine)
 	}
-	return nil
 }
 
 func splitURLs(list string) []string {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/metastore-io/metastore/internal/gcheadroom"
 	"github.com/metastore-io/metastore/internal/kvstore"
@@ -98,12 +99,50 @@ func startGCHeadroom(o *options, logger *slog.Logger) (stop func()) {
 // listeners bound (before the member starts, so a port conflict fails
 // fast and clients and peers queue in the backlog until they are served)
 // and the storage engine opened. On error nothing stays open.
-func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prometheus.Registry, logger *slog.Logger) (cfg server.Config, err error) {
-	var peers []net.Listener
+func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prometheus.Registry, logger *slog.Logger) (server.Config, error) {
+	ls, err := o.bindListeners(certs, logger)
+	if err != nil {
+		return server.Config{}, err
+	}
+	backend, err := openBackend(o, logger)
+	if err != nil {
+		ls.close()
+		return server.Config{}, err
+	}
+	cfg := o.serverConfig(certs, registry, logger)
+	cfg.Backend = backend
+	cfg.PeerListeners, cfg.ClientListeners = ls.peers, ls.clients
+	cfg.Client.GatewayTarget, cfg.Client.GatewayCreds = ls.gatewayTarget, ls.gatewayCreds
+	o.ops.apply(&cfg, &o.features)
+	o.raft.apply(&cfg, fs)
+	return cfg, nil
+}
+
+// memberListeners are the sockets the member is handed, bound, and how
+// the JSON gateway of a separate HTTP listener dials gRPC.
+type memberListeners struct {
+	peers         []net.Listener
+	clients       []server.ClientListener // client, client HTTP and metrics listeners
+	gatewayTarget string
+	gatewayCreds  credentials.TransportCredentials
+}
+
+func (ls memberListeners) close() {
+	for _, l := range ls.peers {
+		l.Close()
+	}
+	for _, cl := range ls.clients {
+		cl.Listener.Close()
+	}
+}
+
+// bindListeners binds the peer and client listeners of the flags; on
+// error none stays open.
+func (o *options) bindListeners(certs materials, logger *slog.Logger) (ls memberListeners, err error) {
 	var bound clientListeners
 	defer func() {
 		if err != nil {
-			for _, l := range peers {
+			for _, l := range ls.peers {
 				l.Close()
 			}
 			bound.close()
@@ -112,27 +151,29 @@ func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prom
 	for _, u := range splitURLs(o.listenPeerURLs) {
 		l, err := o.listen.listen(u)
 		if err != nil {
-			return cfg, fmt.Errorf("listen for peers on %s: %w", u, err)
+			return ls, fmt.Errorf("listen for peers on %s: %w", u, err)
 		}
-		peers = append(peers, wrapListener(l, u, certs.peer, "peer", logger))
+		ls.peers = append(ls.peers, wrapListener(l, u, certs.peer, "peer", logger))
 	}
 	if bound, err = o.openClientListeners(certs.client, logger); err != nil {
-		return cfg, err
+		return ls, err
 	}
-	gatewayCreds, err := bound.gatewayCreds(certs.client)
-	if err != nil {
-		return cfg, fmt.Errorf("client TLS: %w", err)
+	if ls.gatewayCreds, err = bound.gatewayCreds(certs.client); err != nil {
+		return ls, fmt.Errorf("client TLS: %w", err)
 	}
-	clients, err := bound.serverListeners(certs.client, logger)
-	if err != nil {
-		return cfg, err
+	if ls.clients, err = bound.serverListeners(certs.client, logger); err != nil {
+		return ls, err
 	}
-	backend, err := openBackend(o, logger)
-	if err != nil {
-		return cfg, err
-	}
+	ls.gatewayTarget = bound.gatewayTarget()
+	return ls, nil
+}
+
+// serverConfig is the member's configuration from the flags, without
+// what is opened for it (backend, listeners) and what the ops and raft
+// flag groups set.
+func (o *options) serverConfig(certs materials, registry *prometheus.Registry, logger *slog.Logger) server.Config {
 	initial, _ := membership.ParseInitialCluster(o.initialCluster) // validated
-	cfg = server.Config{
+	return server.Config{
 		Name:                        o.name,
 		DataDir:                     o.dataDir,
 		InitialCluster:              initial,
@@ -149,13 +190,10 @@ func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prom
 		ElectionTicks:               int(o.electionMs / o.heartbeatMs),
 		StrictReconfigCheck:         o.strictReconfigCheck,
 		MaxLearners:                 o.maxLearners,
-		Backend:                     backend,
 		Auth:                        o.auth.options(o.tls.client.ClientCertAuth),
 		Logger:                      logger,
 		Metrics:                     registry,
 		PeerTLS:                     peerClientTLS(certs.peer),
-		PeerListeners:               peers,
-		ClientListeners:             clients,
 		Memory:                      memlimit.FromRuntime(),
 		Client: etcdcompat.Config{
 			MaxRequestBytes:   o.maxRequestBytes,
@@ -174,13 +212,8 @@ func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prom
 			DisableGateway:       !o.listen.enableGateway,
 			CORS:                 uniqueStrings(o.listen.cors),
 			HostWhitelist:        uniqueStrings(o.listen.hostWhitelist),
-			GatewayTarget:        bound.gatewayTarget(),
-			GatewayCreds:         gatewayCreds,
 		},
 	}
-	o.ops.apply(&cfg, &o.features)
-	o.raft.apply(&cfg, fs)
-	return cfg, nil
 }
 
 // waitForStop returns on SIGTERM/SIGINT (ctx), or once the member stopped

@@ -86,20 +86,8 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.DataDir == "" {
-		return errors.New("restore snapshot: no data dir")
-	}
-	if (cfg.RevisionBump > 0) != cfg.MarkCompacted || cfg.RevisionBump > math.MaxInt64/2 {
-		return ErrBumpWithoutCompact
-	}
-	if err := checkEmptyDir(cfg.DataDir); err != nil {
+	if err := checkRestoreTarget(cfg); err != nil {
 		return err
-	}
-	if cfg.WALDir != "" {
-		// etcdutl's refusal: a restore never writes into a log.
-		if _, err := os.Stat(cfg.WALDir); !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("restore snapshot: wal-dir %q exists", cfg.WALDir)
-		}
 	}
 	who, err := newClusterIdentity(Config{
 		Name:                cfg.Name,
@@ -121,14 +109,50 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 	}()
 	cfg.Logger.Info("restoring snapshot", "path", cfg.SnapshotPath, "format", src.format, "data-dir", cfg.DataDir,
 		"member-id", fmt.Sprintf("%x", who.memberID), "cluster-id", fmt.Sprintf("%x", who.clusterID))
+	rev, err := buildDataDirInPlace(cfg, src, who)
+	if err != nil {
+		return err
+	}
+	cfg.Logger.Info("restored snapshot", "path", cfg.SnapshotPath, "data-dir", cfg.DataDir, "revision", rev,
+		"member-id", fmt.Sprintf("%x", who.memberID), "cluster-id", fmt.Sprintf("%x", who.clusterID),
+		"took", time.Since(start))
+	return nil
+}
 
+// checkRestoreTarget refuses, before anything is read or created, the
+// options etcdutl refuses and a data dir or WAL dir a restore would
+// write over.
+func checkRestoreTarget(cfg RestoreConfig) error {
+	if cfg.DataDir == "" {
+		return errors.New("restore snapshot: no data dir")
+	}
+	if (cfg.RevisionBump > 0) != cfg.MarkCompacted || cfg.RevisionBump > math.MaxInt64/2 {
+		return ErrBumpWithoutCompact
+	}
+	if err := checkEmptyDir(cfg.DataDir); err != nil {
+		return err
+	}
+	if cfg.WALDir != "" {
+		// etcdutl's refusal: a restore never writes into a log.
+		if _, err := os.Stat(cfg.WALDir); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("restore snapshot: wal-dir %q exists", cfg.WALDir)
+		}
+	}
+	return nil
+}
+
+// buildDataDirInPlace builds the data dir under a temporary name next to
+// cfg.DataDir and renames it into place once complete; on error it
+// removes what it wrote (the WAL dir included). It returns the store
+// revision the data dir holds.
+func buildDataDirInPlace(cfg RestoreConfig, src *snapshotSource, who identity) (int64, error) {
 	parent := filepath.Dir(filepath.Clean(cfg.DataDir))
 	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return fmt.Errorf("restore snapshot: create the parent of %s: %w", cfg.DataDir, err)
+		return 0, fmt.Errorf("restore snapshot: create the parent of %s: %w", cfg.DataDir, err)
 	}
 	staging, err := os.MkdirTemp(parent, filepath.Base(cfg.DataDir)+".restoring-")
 	if err != nil {
-		return fmt.Errorf("restore snapshot: create a temporary data dir next to %s: %w", cfg.DataDir, err)
+		return 0, fmt.Errorf("restore snapshot: create a temporary data dir next to %s: %w", cfg.DataDir, err)
 	}
 	done := false
 	defer func() {
@@ -146,24 +170,22 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 	}()
 	rev, err := buildDataDir(cfg, staging, src, who)
 	if err != nil {
-		return fmt.Errorf("restore snapshot %s: %w", cfg.SnapshotPath, err)
+		return 0, fmt.Errorf("restore snapshot %s: %w", cfg.SnapshotPath, err)
 	}
-	// An existing DataDir was empty (checked above); os.Remove deletes
-	// only an empty directory, so nothing that appeared since is lost.
+	// An existing DataDir was empty (checkRestoreTarget); os.Remove
+	// deletes only an empty directory, so nothing that appeared since is
+	// lost.
 	if err := os.Remove(cfg.DataDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("restore snapshot: replace the empty data dir %s: %w", cfg.DataDir, err)
+		return 0, fmt.Errorf("restore snapshot: replace the empty data dir %s: %w", cfg.DataDir, err)
 	}
 	if err := os.Rename(staging, cfg.DataDir); err != nil {
-		return fmt.Errorf("restore snapshot: move the restored data dir into place: %w", err)
+		return 0, fmt.Errorf("restore snapshot: move the restored data dir into place: %w", err)
 	}
 	done = true
 	if err := fileutil.SyncDir(parent); err != nil {
-		return fmt.Errorf("restore snapshot: %w", err)
+		return 0, fmt.Errorf("restore snapshot: %w", err)
 	}
-	cfg.Logger.Info("restored snapshot", "path", cfg.SnapshotPath, "data-dir", cfg.DataDir, "revision", rev,
-		"member-id", fmt.Sprintf("%x", who.memberID), "cluster-id", fmt.Sprintf("%x", who.clusterID),
-		"took", time.Since(start))
-	return nil
+	return rev, nil
 }
 
 // checkEmptyDir refuses a data dir that exists with anything in it, as

@@ -38,45 +38,75 @@ type Member struct {
 // StartMember starts a member from cfg (which it copies): it binds the
 // listeners, opens the data dir and the storage engine, starts Raft and
 // serves peers. Clients are served once ReadyNotify is closed.
-func StartMember(cfg *Config) (m *Member, err error) {
+func StartMember(cfg *Config) (*Member, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := *cfg
+	c := cfg.withDefaults()
+	peerLs, clientLs, err := bindListeners(c.ListenPeerUrls, c.ListenClientUrls)
+	if err != nil {
+		return nil, err
+	}
+	c.resolveAdvertised(peerLs, clientLs)
+	srv, err := startServer(&c, peerLs, clientLs)
+	if err != nil {
+		return nil, err
+	}
+	m := &Member{
+		cfg:        c,
+		srv:        srv,
+		clientURLs: urlStrings(boundURLs(c.ListenClientUrls, clientLs)),
+		errc:       make(chan error, 1),
+		stopped:    make(chan struct{}),
+		watching:   make(chan struct{}),
+	}
+	go m.watchStop()
+	return m, nil
+}
+
+// withDefaults is a copy of c with the engine and cluster state it
+// leaves empty filled in.
+func (c Config) withDefaults() Config {
 	c.StorageEngine = cmpOr(c.StorageEngine, "memory")
 	c.ClusterState = cmpOr(c.ClusterState, ClusterStateNew)
-	logger := c.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	return c
+}
+
+// bindListeners binds the peer and client URLs; on error none stays open.
+func bindListeners(peerURLs, clientURLs []url.URL) (peers, clients []net.Listener, err error) {
+	if peers, err = listenAll(peerURLs); err != nil {
+		return nil, nil, err
 	}
-	var listeners []net.Listener
-	defer func() {
+	if clients, err = listenAll(clientURLs); err != nil {
+		closeAll(peers)
+		return nil, nil, err
+	}
+	return peers, clients, nil
+}
+
+func listenAll(us []url.URL) ([]net.Listener, error) {
+	var out []net.Listener
+	for _, u := range us {
+		l, err := net.Listen("tcp", u.Host)
 		if err != nil {
-			for _, l := range listeners {
-				l.Close()
-			}
+			closeAll(out)
+			return nil, fmt.Errorf("embed: listen on %s: %w", u.String(), err)
 		}
-	}()
-	listen := func(us []url.URL) ([]net.Listener, error) {
-		var out []net.Listener
-		for _, u := range us {
-			l, err := net.Listen("tcp", u.Host)
-			if err != nil {
-				return nil, fmt.Errorf("embed: listen on %s: %w", u.String(), err)
-			}
-			listeners = append(listeners, l)
-			out = append(out, l)
-		}
-		return out, nil
+		out = append(out, l)
 	}
-	peerLs, err := listen(c.ListenPeerUrls)
-	if err != nil {
-		return nil, err
+	return out, nil
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		l.Close()
 	}
-	clientLs, err := listen(c.ListenClientUrls)
-	if err != nil {
-		return nil, err
-	}
+}
+
+// resolveAdvertised advertises the listen URLs when no others are given,
+// with the ports the listeners bound, and makes the member a cluster of
+// its own when no initial cluster is given.
+func (c *Config) resolveAdvertised(peerLs, clientLs []net.Listener) {
 	c.AdvertisePeerUrls = boundURLs(cmpOrURLs(c.AdvertisePeerUrls, c.ListenPeerUrls), peerLs)
 	c.AdvertiseClientUrls = boundURLs(cmpOrURLs(c.AdvertiseClientUrls, c.ListenClientUrls), clientLs)
 	if c.InitialCluster == "" {
@@ -86,17 +116,41 @@ func StartMember(cfg *Config) (m *Member, err error) {
 		}
 		c.InitialCluster = strings.Join(peers, ",")
 	}
+}
+
+// startServer opens the storage engine and starts the member's server,
+// which owns the listeners from then on; on error nothing stays open.
+func startServer(c *Config, peerLs, clientLs []net.Listener) (*server.Server, error) {
 	initial, err := membership.ParseInitialCluster(c.InitialCluster)
 	if err != nil {
+		closeAll(peerLs)
+		closeAll(clientLs)
 		return nil, fmt.Errorf("embed: InitialCluster: %w", err)
 	}
-	backend, err := openBackend(&c)
+	backend, err := openBackend(c)
 	if err != nil {
+		closeAll(peerLs)
+		closeAll(clientLs)
 		return nil, err
+	}
+	// The server owns the listeners from here on, also when New fails.
+	srv, err := server.New(context.Background(), c.serverConfig(initial, backend, peerLs, clientLs))
+	if err != nil {
+		backend.Close()
+		return nil, fmt.Errorf("embed: start member: %w", err)
+	}
+	return srv, nil
+}
+
+// serverConfig is the server's configuration for c.
+func (c *Config) serverConfig(initial []membership.InitialMember, backend kvstore.Backend, peerLs, clientLs []net.Listener) server.Config {
+	logger := c.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
 	// A registry of its own: several members may run in one process.
 	metrics := prometheus.NewRegistry()
-	srv, err := server.New(context.Background(), server.Config{
+	return server.Config{
 		Metrics:             metrics,
 		Name:                c.Name,
 		DataDir:             c.dataDir(),
@@ -123,22 +177,7 @@ func StartMember(cfg *Config) (m *Member, err error) {
 			Metrics:           metrics,
 			MetricsRegisterer: metrics,
 		},
-	})
-	listeners = nil // owned by the server from here on, also when New failed
-	if err != nil {
-		backend.Close()
-		return nil, fmt.Errorf("embed: start member: %w", err)
 	}
-	m = &Member{
-		cfg:        c,
-		srv:        srv,
-		clientURLs: urlStrings(boundURLs(c.ListenClientUrls, clientLs)),
-		errc:       make(chan error, 1),
-		stopped:    make(chan struct{}),
-		watching:   make(chan struct{}),
-	}
-	go m.watchStop()
-	return m, nil
 }
 
 func clientListeners(ls []net.Listener) []server.ClientListener {

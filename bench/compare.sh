@@ -27,6 +27,11 @@
 # Environment knobs (defaults match the etcd performance docs):
 #   BENCH_SCALE=small          quick run: small defaults for the sizes below
 #   TARGETS="metastore etcd"   which servers to run (either or both)
+#   BASELINE=PATH              also run another build of MetaStore (target
+#                              "baseline", with METASTORE_FLAGS), to measure a
+#                              change before/after in the same run as etcd; its
+#                              figures are in RESULTS and in the table below
+#                              the main one (baseline ÷ etcd)
 #   MEMBERS=1                  members per server (3: a cluster)
 #   ROUNDS=3                   rounds; the target order alternates
 #   CONNS=100 CLIENTS=1000     gRPC connections and concurrent clients
@@ -76,6 +81,8 @@ if [[ "${BENCH_SCALE:-}" == small ]]; then
 	: "${WATCH_BENCH_STREAMS:=10}" "${WATCH_BENCH_PUTS:=1000}"
 fi
 TARGETS="${TARGETS:-metastore etcd}"
+BASELINE="${BASELINE:-}"
+[[ -z "$BASELINE" ]] || TARGETS="$TARGETS baseline"
 MEMBERS="${MEMBERS:-1}"
 ROUNDS="${ROUNDS:-3}"
 CONNS="${CONNS:-100}"
@@ -113,6 +120,10 @@ members=$MEMBERS
 # shellcheck source=bench/servers.sh
 source "$root/bench/servers.sh"
 trap cleanup EXIT
+if [[ -n "$BASELINE" ]]; then
+	binary[baseline]="$BASELINE"
+	server_flags[baseline]="$METASTORE_FLAGS"
+fi
 check_targets
 [[ -x "$benchmark" ]] || die "reference benchmark tool missing: run make tools"
 # shellcheck source=bench/results.sh
@@ -241,5 +252,14 @@ done
 echo
 echo "$CONFIG: rounds=$ROUNDS conns=$CONNS clients=$CLIENTS total=$TOTAL one-client total=$TOTAL_ONE_CLIENT" \
 	"key-size=$KEY_SIZE val-size=$VAL_SIZE txn-ops=$TXN_OPS${TLS:+ tls=$TLS}${AUTH_USER:+ auth=on}"
-"$table" compare "$raw"
+if [[ -z "$BASELINE" ]]; then
+	"$table" compare "$raw"
+else
+	awk -F'\t' '$2 != "baseline"' "$raw" >"$raw.main"
+	"$table" compare "$raw.main"
+	echo
+	echo "baseline ($BASELINE) in the place of MetaStore, same run:"
+	awk -F'\t' -v OFS='\t' '$2 != "metastore" { if ($2 == "baseline") $2 = "metastore"; print }' "$raw" >"$raw.baseline"
+	"$table" compare "$raw.baseline"
+fi
 [[ -z "$RESULTS" ]] || awk -v c="$CONFIG" '{ print c "\t" $0 }' "$raw" >>"$RESULTS"

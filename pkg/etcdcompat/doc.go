@@ -33,9 +33,11 @@
 //
 // # Metrics
 //
-// The client-facing series are etcd's (metrics.go): grpc_server_* from the
-// grpc-ecosystem interceptors etcd uses, first in the chain so refused
-// requests count; the bytes of every message through a counting wrapper of
+// The client-facing series are etcd's (metrics.go): grpc_server_* as the
+// grpc-ecosystem interceptors etcd uses export them, counted by our own
+// interceptors with the series looked up once per method (grpcmetrics.go;
+// a test holds them to the library's output), first in the chain so
+// refused requests count; the bytes of every message through a counting wrapper of
 // gRPC's proto codec; client_requests_total by client API version, stream
 // failures, the /health counters and the /livez and /readyz check results
 // (probes.go). Children counted per request are created once and cached,

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -21,7 +20,7 @@ import (
 // the health-check counters, and the version gauges. Children counted on
 // request paths are looked up once here, so counting is an atomic add.
 type clientMetrics struct {
-	grpc          *grpcprom.ServerMetrics
+	grpc          *grpcServerMetrics
 	sentBytes     prometheus.Counter
 	receivedBytes prometheus.Counter
 
@@ -48,11 +47,6 @@ type clientMetrics struct {
 var knownClientAPIVersions = []string{"3.6", "3.5", "3.4", "unknown"}
 
 func newClientMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, extensive bool) (*clientMetrics, error) {
-	var gopts []grpcprom.ServerMetricsOption
-	if extensive {
-		// etcd's --metrics=extensive adds grpc_server_handling_seconds.
-		gopts = append(gopts, grpcprom.WithServerHandlingTimeHistogram())
-	}
 	counter := func(subsystem, name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "etcd", Subsystem: subsystem, Name: name, Help: help})
 	}
@@ -61,7 +55,8 @@ func newClientMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, e
 		Help: "The total number of stream failures from the local server.",
 	}, []string{"Type", "API"})
 	m := &clientMetrics{
-		grpc:          grpcprom.NewServerMetrics(gopts...),
+		// etcd's --metrics=extensive adds grpc_server_handling_seconds.
+		grpc:          newGRPCServerMetrics(extensive),
 		sentBytes:     counter("network", "client_grpc_sent_bytes_total", "The total number of bytes sent to grpc clients."),
 		receivedBytes: counter("network", "client_grpc_received_bytes_total", "The total number of bytes received from grpc clients."),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

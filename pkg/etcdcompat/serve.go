@@ -136,13 +136,13 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 		return nil, err
 	}
 	guard := leaderGuard{srv: cfg.Member, metrics: m}
-	stream := []grpc.StreamServerInterceptor{m.grpc.StreamServerInterceptor(), guard.stream}
+	stream := []grpc.StreamServerInterceptor{m.grpc.stream, guard.stream}
 	am, withAuth := cfg.Member.(AuthMember)
 	if withAuth {
 		guard.next = authGuard{srv: am}.unary
 		stream = append(stream, authGuard{srv: am}.stream)
 	}
-	unary := []grpc.UnaryServerInterceptor{m.grpc.UnaryServerInterceptor(), guard.unary}
+	unary := []grpc.UnaryServerInterceptor{m.grpc.unary, guard.unary}
 	gs := grpc.NewServer(cfg.grpcOptions(m, unary, stream)...)
 	hdr := headerFiller{srv: cfg.Member}
 	gs.RegisterService(kvServiceDesc(), &kvService{srv: cfg.Member, hdr: hdr, maxTxnOps: int(cfg.MaxTxnOps), chunkBytes: cfg.streamChunkBytes()})
@@ -166,7 +166,7 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	healthpb.RegisterHealthServer(gs, hs)
 	// etcd initializes the series of the services above, not those of
 	// the lock and election services it registers afterwards.
-	m.grpc.InitializeMetrics(gs)
+	m.grpc.initialize(gs)
 	coord, err := newCoordination(cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("lock and election services: %w", err)

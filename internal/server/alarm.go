@@ -145,7 +145,7 @@ func (a *alarmStore) has(alarm pb.AlarmType) bool {
 // response holds the alarms the request read or changed.
 func (a *applier) applyAlarm(r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 	resp := &pb.AlarmResponse{}
-	alarms := a.s.alarms
+	alarms := a.alarms
 	switch r.Action {
 	case pb.AlarmRequest_GET:
 		resp.Alarms = alarms.get(r.Alarm)
@@ -153,19 +153,19 @@ func (a *applier) applyAlarm(r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 		if r.Alarm == pb.AlarmType_NONE {
 			break
 		}
-		m, err := alarms.activate(a.s.kv, &pb.AlarmMember{MemberID: r.MemberID, Alarm: r.Alarm})
+		m, err := alarms.activate(a.kv, &pb.AlarmMember{MemberID: r.MemberID, Alarm: r.Alarm})
 		if err != nil {
 			return nil, err
 		}
-		a.s.log.Warn("alarm raised", "alarm", r.Alarm.String(), "alarm-member-id", fmt.Sprintf("%x", r.MemberID))
+		a.log.Warn("alarm raised", "alarm", r.Alarm.String(), "alarm-member-id", fmt.Sprintf("%x", r.MemberID))
 		resp.Alarms = append(resp.Alarms, m)
 	case pb.AlarmRequest_DEACTIVATE:
-		if m := alarms.deactivate(a.s.kv, r.MemberID, r.Alarm); m != nil {
-			a.s.log.Info("alarm cleared", "alarm", r.Alarm.String(), "alarm-member-id", fmt.Sprintf("%x", r.MemberID))
+		if m := alarms.deactivate(a.kv, r.MemberID, r.Alarm); m != nil {
+			a.log.Info("alarm cleared", "alarm", r.Alarm.String(), "alarm-member-id", fmt.Sprintf("%x", r.MemberID))
 			resp.Alarms = append(resp.Alarms, m)
 		}
 	}
-	a.s.ops.alarmsChanged(alarms.get(pb.AlarmType_NONE))
+	a.ops.alarmsChanged(alarms.get(pb.AlarmType_NONE))
 	return resp, nil
 }
 
@@ -176,7 +176,7 @@ func (a *applier) applyAlarm(r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 // revokes and compactions go on so that space can be reclaimed. Both
 // depend only on replicated state, so every member decides alike.
 func (a *applier) alarmGate(req *pb.InternalRaftRequest) error {
-	alarms := a.s.alarms
+	alarms := a.alarms
 	if alarms.has(pb.AlarmType_CORRUPT) {
 		if req.Put != nil || req.DeleteRange != nil || req.Txn != nil || req.Compaction != nil ||
 			req.LeaseGrant != nil || req.LeaseRevoke != nil {

@@ -3,13 +3,18 @@ package server
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/auth"
+	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
+	"github.com/metastore-io/metastore/internal/watch"
 )
 
 // applyResult is what a proposer receives once its entry is applied.
@@ -39,7 +44,7 @@ type pendingResult struct {
 // only then are the waiting proposers told their results: a client never
 // sees an acknowledgement for a write that readers cannot yet see.
 type applier struct {
-	s       *Server
+	applyDeps
 	results []pendingResult // reused across batches
 	// membersChanged is set when the batch changed the member list; the
 	// transport's peers follow once the batch is committed.
@@ -52,7 +57,36 @@ type applier struct {
 	replayedUpTo uint64
 }
 
-func newApplier(s *Server) *applier { return &applier{s: s} }
+// applyDeps are the parts of the member the applier works on, passed in
+// once, when all of them exist (startRaft, just before raft starts). The
+// applier holds no Server: raft starts applying before New has finished,
+// so it must not reach anything New builds later. What apply leaves for
+// the member to do through raft goes to notices, which the member acts
+// on once raft runs.
+type applyDeps struct {
+	log       *slog.Logger
+	kv        *kvstore.Store
+	leases    *memberLeases
+	cluster   *membership.Cluster
+	auth      *auth.Store
+	hub       *watch.Hub
+	alarms    *alarmStore
+	quota     backendQuota
+	ops       *opsMetrics
+	metrics   *serverMetrics
+	wait      *waitRegistry
+	applied   *watermark // the applied raft index
+	compacted *watermark // the finished compaction revision
+	notices   *applyNotices
+	// peersChanged brings the transport and the member's own standing
+	// in line with the member list (Server.syncPeers); fatal stops the
+	// member (Server.fatal). Both use only parts built before the
+	// applier.
+	peersChanged func()
+	fatal        func(msg string, err error)
+}
+
+func newApplier(d applyDeps) *applier { return &applier{applyDeps: d} }
 
 var (
 	_ raftnode.StateMachine        = (*applier)(nil)
@@ -66,20 +100,19 @@ var (
 // The step changes nothing observable, so when it runs is free to differ
 // between members.
 func (a *applier) IdleWork() (bool, error) {
-	kv := a.s.kv
-	if !kv.Compacting() {
+	if !a.kv.Compacting() {
 		return false, nil
 	}
-	if _, err := kv.Commit(); err != nil {
+	if _, err := a.kv.Commit(); err != nil {
 		return false, fmt.Errorf("commit a compaction step: %w", err)
 	}
-	a.s.noteCompaction()
-	return kv.Compacting(), nil
+	noteCompaction(a.kv, a.compacted)
+	return a.kv.Compacting(), nil
 }
 
 // AppliedIndex is the index of the last entry the store holds.
 func (a *applier) AppliedIndex() uint64 {
-	index, _ := a.s.kv.ConsistentIndex()
+	index, _ := a.kv.ConsistentIndex()
 	return index
 }
 
@@ -88,7 +121,7 @@ func (a *applier) AppliedIndex() uint64 {
 // proposers. An error (the store can no longer follow the log) stops the
 // raft node, and with it the member.
 func (a *applier) Apply(entries []raftpb.Entry) error {
-	kv := a.s.kv
+	kv := a.kv
 	applied := a.AppliedIndex()
 	for i := range entries {
 		e := &entries[i]
@@ -109,18 +142,18 @@ func (a *applier) Apply(entries []raftpb.Entry) error {
 	if err != nil {
 		// The store can no longer follow the log; continuing would diverge.
 		for _, r := range a.results {
-			a.s.wait.Trigger(r.id, applyResult{err: ErrStopped})
+			a.wait.Trigger(r.id, applyResult{err: ErrStopped})
 		}
 		a.results = a.results[:0]
 		return fmt.Errorf("commit applied entries to the store: %w", err)
 	}
 	if len(events) > 0 {
 		// Never blocks on watchers.
-		a.s.hub.Publish(kv.Rev(), events)
+		a.hub.Publish(kv.Rev(), events)
 	}
-	a.s.noteCompaction()
+	noteCompaction(kv, a.compacted)
 	if n := len(entries); n > 0 {
-		a.s.applied.advance(entries[n-1].Index)
+		a.applied.advance(entries[n-1].Index)
 	}
 	var held []pendingResult
 	for _, r := range a.results {
@@ -128,21 +161,17 @@ func (a *applier) Apply(entries []raftpb.Entry) error {
 			held = append(held, r)
 			continue
 		}
-		a.s.wait.Trigger(r.id, r.res)
+		a.wait.Trigger(r.id, r.res)
 	}
 	clear(a.results)
 	a.results = a.results[:0]
 	if a.raiseNoSpace {
 		a.raiseNoSpace = false
-		if a.s.spawn(func() { a.s.raiseNoSpaceThenAnswer(held) }) != nil {
-			for _, r := range held {
-				a.s.wait.Trigger(r.id, applyResult{err: ErrStopped})
-			}
-		}
+		a.notices.post(applyNotice{kind: noticeNoSpace, held: held}) // quota.go
 	}
 	if a.membersChanged {
 		a.membersChanged = false
-		a.s.syncPeers()
+		a.peersChanged()
 	}
 	return nil
 }
@@ -150,21 +179,23 @@ func (a *applier) Apply(entries []raftpb.Entry) error {
 func (a *applier) applyNormal(e *raftpb.Entry) {
 	if len(e.Data) == 0 {
 		// A new leader's empty entry.
-		if a.s.leases.leaderEntryApplied(e.Term) {
-			a.s.firstCommitInTerm(e.Term) // clusterversion.go
+		if a.leases.leaderEntryApplied(e.Term) && a.cluster.Version() == "" {
+			// Leading, the first entry of the term applied, and no
+			// cluster version recorded yet (clusterversion.go).
+			a.notices.post(applyNotice{kind: noticeClusterVersion, term: e.Term})
 		}
 		return
 	}
 	var req pb.InternalRaftRequest
 	if err := req.Unmarshal(e.Data); err != nil {
 		// Every member sees the same bytes, so skipping is deterministic.
-		a.s.log.Error("skipping undecodable entry", "index", e.Index, "error", err)
+		a.log.Error("skipping undecodable entry", "index", e.Index, "error", err)
 		return
 	}
 	start := time.Now()
 	res, raise := a.applyRequest(&req, e.Index)
 	// Wall-clock time only feeds metrics, never the state.
-	a.s.metrics.observeApply(a.s.log, applyOpOf(&req), res.err, time.Since(start))
+	a.metrics.observeApply(a.log, applyOpOf(&req), res.err, time.Since(start))
 	a.raiseNoSpace = a.raiseNoSpace || raise
 	if req.Header != nil && req.Header.ID != 0 {
 		a.results = append(a.results, pendingResult{id: req.Header.ID, res: res, afterAlarm: raise})
@@ -181,14 +212,14 @@ func (a *applier) applyRequest(req *pb.InternalRaftRequest, index uint64) (res a
 	}
 	fits := true
 	if q := quotaRequest(req); q != nil {
-		fits = a.s.quota.available(quotaCost(q))
+		fits = a.quota.available(quotaCost(q))
 	}
 	res = a.dispatch(req, index)
 	return res, a.noSpaceAfterApply(req, fits, &res)
 }
 
 func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) applyResult {
-	kv := a.s.kv
+	kv := a.kv
 	ai := entryAuthInfo(req)
 	if err := a.authorize(req, &ai); err != nil { // apply_auth.go
 		return applyResult{err: err}
@@ -205,20 +236,20 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) applyResul
 	case req.Txn != nil:
 		res.resp, res.err = kv.Txn(req.Txn)
 	case req.LeaseGrant != nil:
-		res.resp, res.err = a.s.leases.applyGrant(kv, req.LeaseGrant)
+		res.resp, res.err = a.leases.applyGrant(kv, req.LeaseGrant)
 	case req.LeaseRevoke != nil:
-		res.resp, res.err = a.s.leases.applyRevoke(kv, req.LeaseRevoke)
+		res.resp, res.err = a.leases.applyRevoke(kv, req.LeaseRevoke)
 	case req.LeaseCheckpoint != nil:
-		res.resp, res.err = a.s.leases.applyCheckpoint(kv, req.LeaseCheckpoint)
+		res.resp, res.err = a.leases.applyCheckpoint(kv, req.LeaseCheckpoint)
 	case req.Compaction != nil:
 		res.resp, res.err = kv.Compact(req.Compaction.Revision)
 	case req.Alarm != nil:
 		res.resp, res.err = a.applyAlarm(req.Alarm)
 	case req.ClusterMemberAttrSet != nil:
-		a.s.cluster.SetAttributes(kv, req.ClusterMemberAttrSet.Member_ID, req.ClusterMemberAttrSet.MemberAttributes)
+		a.cluster.SetAttributes(kv, req.ClusterMemberAttrSet.Member_ID, req.ClusterMemberAttrSet.MemberAttributes)
 		res.resp = &membershippb.ClusterMemberAttrSetRequest{}
 	case req.ClusterVersionSet != nil:
-		a.s.cluster.SetVersion(kv, req.ClusterVersionSet.Ver)
+		a.cluster.SetVersion(kv, req.ClusterVersionSet.Ver)
 		res.resp = &membershippb.ClusterVersionSetRequest{}
 	default:
 		res.err = ErrNotImplementedOp
@@ -228,28 +259,29 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) applyResul
 
 // Snapshot returns the store's image as of the last Apply.
 func (a *applier) Snapshot() (raftnode.Image, error) {
-	return a.s.kv.SnapshotView(), nil
+	return a.kv.SnapshotView(), nil
 }
 
 // Restore replaces the store and the member list with a snapshot image.
 func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
-	if err := a.s.leases.lessor.Restore(func() error { return a.s.kv.Restore(r) }, a.s.kv); err != nil {
+	kv := a.kv
+	if err := a.leases.lessor.Restore(func() error { return kv.Restore(r) }, kv); err != nil {
 		return fmt.Errorf("restore store from snapshot at index %d: %w", meta.Index, err)
 	}
 	// The revision jumped: watchers catch up on what they missed from the
 	// restored store.
-	a.s.hub.Publish(a.s.kv.Rev(), nil)
-	a.s.noteCompaction()
-	if err := a.s.auth.Reload(a.s.kv); err != nil {
+	a.hub.Publish(kv.Rev(), nil)
+	noteCompaction(kv, a.compacted)
+	if err := a.auth.Reload(kv); err != nil {
 		return fmt.Errorf("reload users and roles from snapshot at index %d: %w", meta.Index, err)
 	}
-	if err := a.s.cluster.Load(a.s.kv); err != nil {
+	if err := a.cluster.Load(kv); err != nil {
 		return fmt.Errorf("reload member list from snapshot at index %d: %w", meta.Index, err)
 	}
-	if err := a.s.alarms.load(a.s.kv); err != nil {
+	if err := a.alarms.load(kv); err != nil {
 		return fmt.Errorf("reload alarms from snapshot at index %d: %w", meta.Index, err)
 	}
-	a.s.ops.alarmsChanged(a.s.alarms.get(pb.AlarmType_NONE))
-	a.s.syncPeers()
+	a.ops.alarmsChanged(a.alarms.get(pb.AlarmType_NONE))
+	a.peersChanged()
 	return nil
 }

@@ -34,8 +34,8 @@ func needAdminPermission(r *pb.InternalRaftRequest) bool {
 
 // authorize checks req against the auth state before it applies.
 func (a *applier) authorize(req *pb.InternalRaftRequest, ai *auth.AuthInfo) error {
-	as := a.s.auth
-	keys := a.s.LeaseKeys
+	as := a.auth
+	keys := a.leases.lessor.Keys
 	switch {
 	case needAdminPermission(req):
 		return as.IsAdminPermitted(ai)
@@ -72,7 +72,7 @@ func isAuthRequest(r *pb.InternalRaftRequest) bool {
 // applyAuth applies an Auth service request; index is the entry's raft
 // index (part of a simple token).
 func (a *applier) applyAuth(req *pb.InternalRaftRequest, index uint64) applyResult {
-	as, w := a.s.auth, a.s.kv
+	as, w := a.auth, a.kv
 	hdr := &pb.ResponseHeader{}
 	var resp any
 	var err error

@@ -33,6 +33,12 @@ func (s *Server) newAutoCompactor() (*compactor.Compactor, error) {
 	return c, nil
 }
 
+// raftCompactor compacts as `etcdctl compact` does, through the member's
+// own Compact. It holds the Server, the one way back from a part built
+// before raft: the compactor must exist when raft reports its first
+// leader (leaderChanged), yet compacts through raft. Only the
+// compactor's loop calls it, which runs from startServing, once raft
+// runs.
 type raftCompactor struct{ s *Server }
 
 func (c raftCompactor) Compact(ctx context.Context, rev int64) error {

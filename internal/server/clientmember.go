@@ -8,7 +8,10 @@ import (
 )
 
 // clientMember is the member as pkg/etcdcompat serves it: the Server,
-// with the results etcdcompat defines in place of the internal ones.
+// with the results etcdcompat defines in place of the internal ones. It
+// embeds the Server rather than a few of its parts because it is the
+// Server's public face, not a part of it: every client request reaches
+// the member through it, once the member is built (startServing).
 type clientMember struct{ *Server }
 
 var (

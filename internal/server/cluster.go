@@ -153,7 +153,7 @@ func (s *Server) MemberPromote(ctx context.Context, id uint64) ([]*membershippb.
 }
 
 func (s *Server) forwardPromote(ctx context.Context, leader, id uint64) ([]*membershippb.Member, error) {
-	body, err := s.forward(ctx, leader, methodMemberPromote, &pb.MemberPromoteRequest{ID: id})
+	body, err := forward(ctx, s.transport, leader, methodMemberPromote, &pb.MemberPromoteRequest{ID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (s *Server) learnerReady(ctx context.Context, id uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, learnerProbeTimeout)
 	defer cancel()
-	body, err := s.forward(ctx, id, methodMemberStatus, &pb.StatusRequest{})
+	body, err := forward(ctx, s.transport, id, methodMemberStatus, &pb.StatusRequest{})
 	if err != nil {
 		s.log.Warn("rejecting promote: cannot reach the learner", "learner", fmt.Sprintf("%x", id), "error", err)
 		return ErrLearnerNotReady

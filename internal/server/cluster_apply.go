@@ -66,7 +66,7 @@ func (a *applier) applyConfChange(e *raftpb.Entry) {
 	if err != nil {
 		// raftnode decoded it before applying it to raft, so this cannot
 		// happen; every member would skip it alike.
-		a.s.log.Error("skipping undecodable conf change entry", "index", e.Index, "error", err)
+		a.log.Error("skipping undecodable conf change entry", "index", e.Index, "error", err)
 		return
 	}
 	changes, err := a.checkConfChange(cc)
@@ -75,12 +75,12 @@ func (a *applier) applyConfChange(e *raftpb.Entry) {
 			a.makeMemberChange(mc)
 		}
 	} else {
-		a.s.kv.PutAux(vetoBucket, vetoKey(e.Index), []byte(err.Error()))
-		a.s.log.Warn("refused a configuration change; raft's configuration is unchanged too",
+		a.kv.PutAux(vetoBucket, vetoKey(e.Index), []byte(err.Error()))
+		a.log.Warn("refused a configuration change; raft's configuration is unchanged too",
 			"index", e.Index, "error", err)
 	}
 	if proposal != 0 {
-		res := applyResult{resp: a.s.cluster.Members()}
+		res := applyResult{resp: a.cluster.Members()}
 		if err != nil {
 			res = applyResult{err: err}
 		}
@@ -130,7 +130,7 @@ func (a *applier) checkConfChange(cc raftpb.ConfChangeI) ([]memberChange, error)
 }
 
 func (a *applier) checkMemberChange(cc raftpb.ConfChange) (memberChange, error) {
-	c := a.s.cluster
+	c := a.cluster
 	mc := memberChange{cc: cc}
 	switch cc.Type {
 	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
@@ -166,7 +166,7 @@ func (a *applier) checkMemberChange(cc raftpb.ConfChange) (memberChange, error) 
 // makeMemberChange applies a checked change to the member list, in the
 // store batch of the entry.
 func (a *applier) makeMemberChange(mc memberChange) {
-	kv, c := a.s.kv, a.s.cluster
+	kv, c := a.kv, a.cluster
 	switch mc.cc.Type {
 	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
 		if mc.member == nil {
@@ -191,7 +191,7 @@ func (a *applier) recordedVeto(index uint64) error {
 	key := vetoKey(index)
 	var reason []byte
 	found := false
-	err := a.s.kv.AscendAux(vetoBucket, func(k, v []byte) bool {
+	err := a.kv.AscendAux(vetoBucket, func(k, v []byte) bool {
 		if string(k) == string(key) {
 			reason, found = append([]byte(nil), v...), true
 			return false
@@ -202,7 +202,7 @@ func (a *applier) recordedVeto(index uint64) error {
 		// Without the record the decision is unknown; the member cannot
 		// keep raft's configuration in step and stops.
 		err = fmt.Errorf("read the record of conf change %d: %w", index, err)
-		a.s.fatal("replay conf change", err)
+		a.fatal("replay conf change", err)
 		return err
 	}
 	if !found {

@@ -234,7 +234,7 @@ func FuzzCheckConfChange(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v2 bool, data []byte) {
 		cluster := membership.New(1, 0xc1)
 		cluster.Add(discardAux{}, &membershippb.Member{ID: 1, RaftAttributes: &membershippb.RaftAttributes{PeerUrls: []string{"http://b:1"}}})
-		a := &applier{s: &Server{cluster: cluster}}
+		a := newApplier(applyDeps{cluster: cluster})
 		e := &raftpb.Entry{Type: raftpb.EntryConfChange, Index: 5, Data: data}
 		if v2 {
 			e.Type = raftpb.EntryConfChangeV2

@@ -17,24 +17,15 @@ import (
 // again every 4 s).
 const clusterVersionRetry = time.Second
 
-// firstCommitInTerm runs on the apply goroutine when this member, leading
-// in term, has applied its own first entry of the term. Like etcd's
-// monitorClusterVersions woken by FirstCommitInTermNotify, a leader that
-// finds no cluster version recorded proposes one (a ClusterVersionSet
+// setClusterVersion proposes the cluster version until it is recorded,
+// this member stops leading in term, or the member stops. It runs when
+// this member, leading in term, has applied its own first entry of the
+// term and found no cluster version recorded (the applier's
+// noticeClusterVersion): like etcd's monitorClusterVersions woken by
+// FirstCommitInTermNotify, a leader proposes one (a ClusterVersionSet
 // entry, as etcd's leader does once, when a new cluster starts), so that
 // the raft log holds the entries etcd's does and reports the same
 // indexes.
-func (s *Server) firstCommitInTerm(term uint64) {
-	if s.cluster.Version() != "" {
-		return
-	}
-	// A proposal waits for its own apply: never from the apply goroutine.
-	// ErrStopped means the member is stopping and nothing is left to do.
-	_ = s.spawn(func() { s.setClusterVersion(term) })
-}
-
-// setClusterVersion proposes the cluster version until it is recorded,
-// this member stops leading in term, or the member stops.
 func (s *Server) setClusterVersion(term uint64) {
 	version := etcdcompat.EtcdClusterVersion
 	// etcd logs the version as major.minor ("3.6").

@@ -157,8 +157,10 @@ func (s *Server) fetchPeerHash(ctx context.Context, peerURL string, rev int64) (
 	return out, nil
 }
 
-// corruptionChecker holds the state of the compact hash check. Lock
-// order: mu is a leaf.
+// corruptionChecker holds the state of the compact hash check. It holds
+// the Server, built once raft runs (startRaft): the checks read the
+// store, ask the peers, confirm reads and raise alarms through raft,
+// which is most of the member. Lock order: mu is a leaf.
 type corruptionChecker struct {
 	s                  *Server
 	client             *http.Client // asks peers at /members/hashkv

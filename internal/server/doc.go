@@ -42,7 +42,10 @@
 //     returns, from the applier, and never blocks it.
 //   - lifecycle.go: who starts and stops what. New builds the member in
 //     one direction (open the store, build the state machine, start raft,
-//     start serving; each part is given what it needs when built), and
+//     start serving; each part is given what it needs when built: the
+//     applier and the lease table get the parts they use, never the
+//     Server, and what apply leaves for the member to do through raft
+//     goes by notices.go), and
 //     shutdown stops the parts in reverse, each by its owner: the server
 //     creates and stops the transport, the peer and client servers, and
 //     every goroutine it starts (supervise, publishAttributes, serving, and the

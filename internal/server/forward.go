@@ -41,15 +41,15 @@ func (s *Server) registerForwardHandlers() error {
 	return nil
 }
 
-// forward sends one request to member to and decodes its reply. A reply
-// carrying an error returns that error; a failure to deliver the request
-// or to get the reply is wrapped with errForwardFailed.
-func (s *Server) forward(ctx context.Context, to uint64, method string, req marshaler) ([]byte, error) {
+// forward sends one request to member to over t and decodes its reply. A
+// reply carrying an error returns that error; a failure to deliver the
+// request or to get the reply is wrapped with errForwardFailed.
+func forward(ctx context.Context, t *transport.Transport, to uint64, method string, req marshaler) ([]byte, error) {
 	data, err := req.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("server: encode %s request: %w", method, err)
 	}
-	reply, err := s.transport.Forward(ctx, to, method, data)
+	reply, err := t.Forward(ctx, to, method, data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s to member %x: %w", errForwardFailed, method, to, err)
 	}
@@ -66,7 +66,7 @@ func (s *Server) forward(ctx context.Context, to uint64, method string, req mars
 // next, within its request timeout, exactly as when the leader itself
 // answers that it is not primary yet.
 func (s *Server) forwardTimeToLive(ctx context.Context, leader uint64, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
-	body, err := s.forward(ctx, leader, methodLeaseTimeToLive, r)
+	body, err := forward(ctx, s.transport, leader, methodLeaseTimeToLive, r)
 	if err != nil {
 		return nil, retryableForwardError(err)
 	}

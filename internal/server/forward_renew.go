@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/lease"
+	"github.com/metastore-io/metastore/internal/transport"
 )
 
 // Keep-alives a follower forwards go to the leader in batches: every
@@ -41,12 +43,20 @@ const maxRenewBatch = 4096
 //
 // Lock order: mu is a leaf lock.
 type renewBatcher struct {
-	s        *Server
+	transport  *transport.Transport
+	users      *storeUsers // a flush is one of the member's goroutines
+	reqTimeout time.Duration
+	stopping   <-chan struct{} // the member's, closed when it begins to stop
+
 	mu       sync.Mutex
 	pending  []*batchedRenew
 	flushing bool // a flush goroutine is running
 	// batches counts the batches sent (tests read it).
 	batches atomic.Uint64
+}
+
+func newRenewBatcher(t *transport.Transport, users *storeUsers, reqTimeout time.Duration, stopping <-chan struct{}) *renewBatcher {
+	return &renewBatcher{transport: t, users: users, reqTimeout: reqTimeout, stopping: stopping}
 }
 
 // batchedRenew is one keep-alive waiting for its batch's answer.
@@ -68,7 +78,7 @@ func (b *renewBatcher) renew(ctx context.Context, leader uint64, id int64) (int6
 	b.flushing = true
 	b.mu.Unlock()
 	if start {
-		if err := b.s.spawn(b.flush); err != nil {
+		if err := b.users.spawn(b.flush); err != nil {
 			b.mu.Lock()
 			b.flushing = false
 			b.mu.Unlock()
@@ -119,18 +129,17 @@ func (b *renewBatcher) takeLocked() []*batchedRenew {
 
 // send forwards one batch and hands each keep-alive its answer.
 func (b *renewBatcher) send(batch []*batchedRenew) {
-	s := b.s
 	ids := make([]int64, len(batch))
 	for i, r := range batch {
 		ids[i] = r.id
 	}
 	// The batch outlives the callers that gave up; it ends within the
 	// request timeout, or when the member stops (Stop waits for it).
-	ctx, cancel := context.WithTimeout(context.Background(), s.reqTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.reqTimeout)
 	defer cancel()
 	go func() {
 		select {
-		case <-s.stopping:
+		case <-b.stopping:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -154,7 +163,7 @@ type renewAnswer struct {
 }
 
 func (b *renewBatcher) forward(ctx context.Context, leader uint64, ids []int64) ([]renewAnswer, error) {
-	reply, err := b.s.transport.Forward(ctx, leader, methodLeaseRenewBatch, encodeRenewBatch(ids))
+	reply, err := b.transport.Forward(ctx, leader, methodLeaseRenewBatch, encodeRenewBatch(ids))
 	if status.Code(err) == codes.Unimplemented {
 		// A leader of an earlier build (a rolling upgrade) knows only
 		// single keep-alives.
@@ -204,7 +213,7 @@ func (b *renewBatcher) forwardEach(ctx context.Context, leader uint64, ids []int
 		go func() {
 			defer wg.Done()
 			answers[i].ttl = -1
-			body, err := b.s.forward(ctx, leader, methodLeaseRenew, &pb.LeaseKeepAliveRequest{ID: id})
+			body, err := forward(ctx, b.transport, leader, methodLeaseRenew, &pb.LeaseKeepAliveRequest{ID: id})
 			if err != nil {
 				answers[i].err = retryableForwardError(err)
 				return

@@ -127,11 +127,11 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 	return resp, nil
 }
 
-// noteCompaction tells physical compactions waiting for it how far the
-// store's compactions have finished (apply goroutine, after a Commit).
-func (s *Server) noteCompaction() {
-	if done := s.kv.FinishedCompactRev(); done > 0 && uint64(done) > s.compacted.index.Load() {
-		s.compacted.advance(uint64(done))
+// noteCompaction tells the physical compactions waiting on compacted how
+// far kv's compactions have finished (apply goroutine, after a Commit).
+func noteCompaction(kv *kvstore.Store, compacted *watermark) {
+	if done := kv.FinishedCompactRev(); done > 0 && uint64(done) > compacted.index.Load() {
+		compacted.advance(uint64(done))
 	}
 }
 
@@ -161,6 +161,11 @@ func (s *Server) LinearizableRead(callerCtx context.Context) error {
 	}
 	return err
 }
+
+// readIndex returns once a ReadIndex round confirmed this member's
+// leadership (when it leads) and it applied what was committed (for
+// leaseProposer).
+func (s *Server) readIndex(ctx context.Context) error { return s.node.LinearizableRead(ctx) }
 
 // propose sends one request through Raft and waits for its applied result.
 func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -20,28 +21,50 @@ import (
 // a new leader still applying the previous term): etcd's 50 ms.
 const leaseRetryInterval = 50 * time.Millisecond
 
-// memberLeases wires the lease table into the member: it is the lessor's
-// Proposer, applies the lease entries, routes keep-alives and TTL queries
-// to the primary, and promotes or demotes the lessor as leadership moves.
+// memberLeases wires the lease table into the member: it applies the
+// lease entries, promotes or demotes the lessor as leadership moves, and
+// routes keep-alives and TTL queries to the primary (untilAnswered). The
+// lessor's proposals go through leaseProposer.
 type memberLeases struct {
-	s               *Server
+	id              uint64 // this member
 	lessor          *lease.Lessor
 	electionTimeout time.Duration
+	reqTimeout      time.Duration
+	stopping        <-chan struct{} // closed when the member begins to stop
 
 	mu     sync.Mutex
 	leader uint64 // as last reported by raft's OnLeaderChange
 	term   uint64
 }
 
-func newMemberLeases(s *Server, cfg Config) (*memberLeases, error) {
-	ml := &memberLeases{s: s, electionTimeout: time.Duration(cfg.ElectionTicks) * cfg.TickInterval}
+// leaseRaft is how the lessor's decisions reach raft: the member's
+// propose and a ReadIndex round. The lessor is built before raft (apply
+// needs its table, and raft needs apply), yet proposes through raft, so
+// this is the one way back, and the Server implements it. The lessor
+// calls it only once started (Lessor.Start, after raft runs) and from
+// Renew, which only request paths call, and they are served once raft
+// runs.
+type leaseRaft interface {
+	propose(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error)
+	readIndex(ctx context.Context) error
+}
+
+// newMemberLeases builds the lease table of member id; stopping is the
+// member's, closed when it begins to stop.
+func newMemberLeases(cfg Config, log *slog.Logger, id uint64, reqTimeout time.Duration, stopping <-chan struct{}, raft leaseRaft) (*memberLeases, error) {
+	ml := &memberLeases{
+		id:              id,
+		electionTimeout: time.Duration(cfg.ElectionTicks) * cfg.TickInterval,
+		reqTimeout:      reqTimeout,
+		stopping:        stopping,
+	}
 	l, err := lease.New(lease.Config{
-		Logger:               s.log.With("component", "lessor"),
+		Logger:               log.With("component", "lessor"),
 		Metrics:              cfg.Metrics,
-		Proposer:             ml,
+		Proposer:             leaseProposer{leases: ml, raft: raft},
 		Clock:                clockfault.LeaseClock(), // nil but in the fault-injection build
 		MinTTL:               lease.MinTTL(cfg.ElectionTicks, cfg.TickInterval),
-		ExpiredRetryInterval: s.reqTimeout,
+		ExpiredRetryInterval: reqTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: create lessor: %w", err)
@@ -57,7 +80,7 @@ func (ml *memberLeases) leaderChanged(leader, term uint64) {
 	ml.mu.Lock()
 	ml.leader, ml.term = leader, term
 	ml.mu.Unlock()
-	if leader != ml.s.id {
+	if leader != ml.id {
 		ml.lessor.Demote()
 	}
 }
@@ -70,7 +93,7 @@ func (ml *memberLeases) leaderChanged(leader, term uint64) {
 // whether this member leads in term.
 func (ml *memberLeases) leaderEntryApplied(term uint64) (leading bool) {
 	ml.mu.Lock()
-	leading = ml.leader == ml.s.id && ml.term == term
+	leading = ml.leader == ml.id && ml.term == term
 	ml.mu.Unlock()
 	if leading {
 		ml.lessor.Promote(ml.electionTimeout)
@@ -84,35 +107,42 @@ func (ml *memberLeases) currentLeader() uint64 {
 	return ml.leader
 }
 
+// leaseProposer is the lessor's lease.Proposer.
+type leaseProposer struct {
+	leases *memberLeases
+	raft   leaseRaft
+}
+
 // ConfirmLeadership is etcd's ensureLeadership: a ReadIndex round proves
 // a quorum still follows this member.
-func (ml *memberLeases) ConfirmLeadership(ctx context.Context) bool {
-	if ml.currentLeader() != ml.s.id {
+func (p leaseProposer) ConfirmLeadership(ctx context.Context) bool {
+	ml := p.leases
+	if ml.currentLeader() != ml.id {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, ml.s.reqTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ml.reqTimeout)
 	defer cancel()
-	if err := ml.s.node.LinearizableRead(ctx); err != nil {
+	if err := p.raft.readIndex(ctx); err != nil {
 		return false
 	}
-	return ml.currentLeader() == ml.s.id
+	return ml.currentLeader() == ml.id
 }
 
 // ProposeRevoke revokes an expired lease through Raft.
-func (ml *memberLeases) ProposeRevoke(ctx context.Context, id int64) error {
+func (p leaseProposer) ProposeRevoke(ctx context.Context, id int64) error {
 	// The member revokes as root (etcd's WithRoot): the expiry of a lease
 	// is not any user's request.
-	_, err := ml.s.propose(withInternalRoot(ctx), &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
+	_, err := p.raft.propose(withInternalRoot(ctx), &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 	return err
 }
 
 // ProposeCheckpoint records remaining TTLs through Raft, only while this
 // member still leads (etcd's checkpointer).
-func (ml *memberLeases) ProposeCheckpoint(ctx context.Context, cps []*pb.LeaseCheckpoint) error {
-	if !ml.ConfirmLeadership(ctx) {
+func (p leaseProposer) ProposeCheckpoint(ctx context.Context, cps []*pb.LeaseCheckpoint) error {
+	if !p.ConfirmLeadership(ctx) {
 		return lease.ErrNotPrimary
 	}
-	_, err := ml.s.propose(ctx, &pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps}})
+	_, err := p.raft.propose(ctx, &pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps}})
 	return err
 }
 
@@ -272,7 +302,7 @@ func isContextError(err error) bool {
 // untilAnswered calls try with the current leader until it reports an
 // answer, pacing retries, within the request timeout.
 func (ml *memberLeases) untilAnswered(ctx context.Context, try func(ctx context.Context, leader uint64) (answered bool, err error)) error {
-	cctx, cancel := context.WithTimeout(ctx, ml.s.reqTimeout)
+	cctx, cancel := context.WithTimeout(ctx, ml.reqTimeout)
 	defer cancel()
 	for {
 		promoted := ml.lessor.Promoted()
@@ -282,14 +312,14 @@ func (ml *memberLeases) untilAnswered(ctx context.Context, try func(ctx context.
 			return err
 		}
 		var waitPromotion <-chan struct{}
-		if leader == ml.s.id {
+		if leader == ml.id {
 			waitPromotion = promoted // leading, but the lessor is not primary yet
 		}
 		retry := time.NewTimer(leaseRetryInterval)
 		select {
 		case <-waitPromotion:
 		case <-retry.C:
-		case <-ml.s.stopping:
+		case <-ml.stopping:
 			retry.Stop()
 			return ErrStopped
 		case <-cctx.Done():

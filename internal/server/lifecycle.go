@@ -56,12 +56,15 @@ func (u *storeUsers) isClosed() bool {
 
 // spawn runs f in a goroutine the member waits for before it closes its
 // store; ErrStopped if the member is stopping.
-func (s *Server) spawn(f func()) error {
-	if !s.users.enter() {
+func (s *Server) spawn(f func()) error { return s.users.spawn(f) }
+
+// spawn runs f in a goroutine counted as a user; ErrStopped once closed.
+func (u *storeUsers) spawn(f func()) error {
+	if !u.enter() {
 		return ErrStopped
 	}
 	go func() {
-		defer s.users.leave()
+		defer u.leave()
 		f()
 	}()
 	return nil

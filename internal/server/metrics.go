@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membership"
 )
 
 // defaultWarningApplyDuration is etcd's --warning-apply-duration: an apply
@@ -84,7 +87,10 @@ type serverMetrics struct {
 	snapshotSeconds prometheus.Histogram
 }
 
-func newServerMetrics(s *Server, reg prometheus.Registerer) (*serverMetrics, error) {
+// newServerMetrics builds the collectors and registers them with reg (nil:
+// none). The gauges read at scrape time read the member's parts passed
+// here: learner, this member's id and the member list.
+func newServerMetrics(reg prometheus.Registerer, warnApplyDuration time.Duration, id uint64, learner *atomic.Bool, cluster *membership.Cluster) (*serverMetrics, error) {
 	opts := func(name, help string) prometheus.Opts {
 		return prometheus.Opts{Namespace: "etcd", Subsystem: "server", Name: name, Help: help}
 	}
@@ -109,7 +115,7 @@ func newServerMetrics(s *Server, reg prometheus.Registerer) (*serverMetrics, err
 		promoteFailed: prometheus.NewCounterVec(prometheus.CounterOpts(opts("learner_promote_failures",
 			"The total number of failed learner promotions (likely learner not ready) while this member is leader.")),
 			[]string{"Reason"}),
-		warnApplyDuration: s.cfg.WarningApplyDuration,
+		warnApplyDuration: warnApplyDuration,
 		defragSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "etcd", Subsystem: "disk", Name: "backend_defrag_duration_seconds",
 			Help:    "The latency distribution of backend defragmentation.",
@@ -142,13 +148,10 @@ func newServerMetrics(s *Server, reg prometheus.Registerer) (*serverMetrics, err
 		m.proposalsPending, m.slowApplies, applySec, rangeSec, m.promoteSucceeded, m.promoteFailed,
 		m.defragSeconds, m.defragInflight, m.snapshotSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("is_learner", "Whether or not this member is a learner. 1 if is, 0 otherwise.")),
-			func() float64 { return boolFloat(s.learner.Load()) }),
+			func() float64 { return boolFloat(learner.Load()) }),
 		constGauge(opts("id", "Server or member ID in hexadecimal format. 1 for 'server_id' label with current ID."),
-			"server_id", fmt.Sprintf("%x", s.id)),
-		newKnownPeersCollector(s),
-		// s.auth is set later in New, before anything can scrape.
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "etcd_debugging", Subsystem: "auth", Name: "revision",
-			Help: "The current revision of auth store."}, func() float64 { return float64(s.auth.Revision()) }),
+			"server_id", fmt.Sprintf("%x", id)),
+		newKnownPeersCollector(id, cluster),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "os", Subsystem: "fd", Name: "used",
 			Help: "The number of used file descriptors."}, fdUsed),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "os", Subsystem: "fd", Name: "limit",
@@ -160,6 +163,20 @@ func newServerMetrics(s *Server, reg prometheus.Registerer) (*serverMetrics, err
 		}
 	}
 	return m, nil
+}
+
+// registerAuthRevision exports the auth store's revision
+// (etcd_debugging_auth_revision), once the store is open.
+func registerAuthRevision(reg prometheus.Registerer, as *auth.Store) error {
+	if reg == nil {
+		return nil
+	}
+	err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "etcd_debugging", Subsystem: "auth", Name: "revision",
+		Help: "The current revision of auth store."}, func() float64 { return float64(as.Revision()) }))
+	if err != nil {
+		return fmt.Errorf("server: register metrics: %w", err)
+	}
+	return nil
 }
 
 // observeApply times one applied request, and counts and logs it as etcd
@@ -216,20 +233,21 @@ func constGauge(opts prometheus.Opts, label, value string) prometheus.Collector 
 // every member of the cluster this member knows (itself included), read
 // from the member list at scrape time.
 type knownPeersCollector struct {
-	s    *Server
-	desc *prometheus.Desc
+	id      uint64
+	cluster *membership.Cluster
+	desc    *prometheus.Desc
 }
 
-func newKnownPeersCollector(s *Server) *knownPeersCollector {
-	return &knownPeersCollector{s: s, desc: prometheus.NewDesc("etcd_network_known_peers",
+func newKnownPeersCollector(id uint64, cluster *membership.Cluster) *knownPeersCollector {
+	return &knownPeersCollector{id: id, cluster: cluster, desc: prometheus.NewDesc("etcd_network_known_peers",
 		"The current number of known peers.", []string{"Local", "Remote"}, nil)}
 }
 
 func (c *knownPeersCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *knownPeersCollector) Collect(ch chan<- prometheus.Metric) {
-	local := fmt.Sprintf("%x", c.s.id)
-	for _, m := range c.s.cluster.Members() {
+	local := fmt.Sprintf("%x", c.id)
+	for _, m := range c.cluster.Members() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, local, fmt.Sprintf("%x", m.ID))
 	}
 }

@@ -125,11 +125,11 @@ func (a *applier) noSpaceAfterApply(req *pb.InternalRaftRequest, fits bool, res 
 		return false
 	}
 	res.err = ErrNoSpace
-	if a.s.alarms.has(pb.AlarmType_NOSPACE) {
+	if a.alarms.has(pb.AlarmType_NOSPACE) {
 		return false
 	}
-	a.s.log.Warn("message exceeded backend quota; raising alarm",
-		"quota-size-bytes", a.s.quota.limit, "quota-size", humanBytes(a.s.quota.limit), "error", ErrNoSpace)
+	a.log.Warn("message exceeded backend quota; raising alarm",
+		"quota-size-bytes", a.quota.limit, "quota-size", humanBytes(a.quota.limit), "error", ErrNoSpace)
 	return true
 }
 

@@ -161,13 +161,15 @@ type Server struct {
 	cluster *membership.Cluster
 	kv      *kvstore.Store
 	node    *raftnode.Node
-	applier *applier
 	leases  *memberLeases
 	// renewals batches the keep-alives this member forwards to the leader.
 	renewals *renewBatcher
-	hub      *watch.Hub  // delivers committed events to watchers
-	auth     *auth.Store // users, roles, tokens; replicated in the store's auth bucket
-	applied  watermark   // the applied raft index
+	hub      *watch.Hub // delivers committed events to watchers
+	// notices are what apply leaves for the member to do through raft
+	// (notices.go).
+	notices *applyNotices
+	auth    *auth.Store // users, roles, tokens; replicated in the store's auth bucket
+	applied watermark   // the applied raft index
 	// compacted is the store's finished compaction revision (the last
 	// one whose old revisions are all deleted), for physical compactions.
 	compacted watermark
@@ -214,10 +216,6 @@ type Server struct {
 	users      storeUsers
 	errMu      sync.Mutex
 	err        error // why the member stopped on its own (Err)
-
-	// who and memberDir are what newServer decided, for startRaft.
-	who       identity
-	memberDir string
 }
 
 // New starts a member: it opens (or creates) its Raft log, recovers its
@@ -225,7 +223,7 @@ type Server struct {
 // listeners; its client listeners are served once Ready is closed. ctx
 // bounds the start (fetching the member list when joining).
 func New(ctx context.Context, cfg Config) (*Server, error) {
-	s, err := newServer(ctx, cfg)
+	s, who, err := newServer(ctx, cfg)
 	if err != nil {
 		closeListeners(cfg)
 		return nil, err
@@ -235,7 +233,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		closeListeners(cfg)
 		return nil, err
 	}
-	if err := s.startRaft(); err != nil {
+	if err := s.startRaft(who); err != nil {
 		s.closeStore()
 		closeListeners(cfg)
 		return nil, err
@@ -248,24 +246,24 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // newServer checks cfg and decides the member's identity
-// (cluster_bootstrap.go).
-func newServer(ctx context.Context, cfg Config) (*Server, error) {
+// (cluster_bootstrap.go), which startRaft starts raft with.
+func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Backend == nil {
-		return nil, errors.New("server: no storage backend")
+		return nil, identity{}, errors.New("server: no storage backend")
 	}
-	memberDir := filepath.Join(cfg.DataDir, "member")
+	memberDir := memberDataDir(cfg.DataDir)
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
-		return nil, fmt.Errorf("server: create data dir %s: %w", memberDir, err)
+		return nil, identity{}, fmt.Errorf("server: create data dir %s: %w", memberDir, err)
 	}
 	if err := removeStaleSnapshotImages(cfg.DataDir); err != nil {
-		return nil, err
+		return nil, identity{}, err
 	}
 	who, err := resolveIdentity(ctx, cfg, memberDir, peerHTTPClient(cfg.PeerTLS, fetchMembersTimeout))
 	if err != nil {
-		return nil, err
+		return nil, identity{}, err
 	}
 	s := &Server{
 		cfg:        cfg,
@@ -282,29 +280,30 @@ func newServer(ctx context.Context, cfg Config) (*Server, error) {
 		removed:    make(chan struct{}),
 		peers:      newPeerSet(who.memberID),
 		alarms:     newAlarmStore(),
-		who:        who,
-		memberDir:  memberDir,
+		notices:    newApplyNotices(),
 
 		defragLogEvery: defragProgressInterval,
 	}
-	s.corruption = newCorruptionChecker(s)
-	if s.metrics, err = newServerMetrics(s, cfg.Metrics); err != nil {
-		return nil, err
+	if s.metrics, err = newServerMetrics(cfg.Metrics, cfg.WarningApplyDuration, s.id, &s.learner, s.cluster); err != nil {
+		return nil, identity{}, err
 	}
-	return s, nil
+	return s, who, nil
 }
+
+// memberDataDir is the member's folder in its data dir: raftnode's files
+// (Config.WALDir aside), and the client snapshot images being sent.
+func memberDataDir(dataDir string) string { return filepath.Join(dataDir, "member") }
 
 // openStore opens the MVCC store over the backend and loads what the
 // member keeps in it: leases, alarms, users and roles, the member list;
 // the watch hub continues from its revision.
 func (s *Server) openStore() error {
 	cfg := s.cfg
-	leases, err := newMemberLeases(s, cfg)
+	leases, err := newMemberLeases(cfg, s.log, s.id, s.reqTimeout, s.stopping, s)
 	if err != nil {
 		return err
 	}
 	s.leases = leases
-	s.renewals = &renewBatcher{s: s}
 	s.kv, err = kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Metrics: cfg.Metrics, Leases: leases.lessor,
 		MaxResponseBytes:  int64(cfg.Client.SendLimit()) - kvstore.ResponseOverheadBytes,
 		MaxResponseMemory: cfg.Memory.Response(),
@@ -328,9 +327,12 @@ func (s *Server) openStore() error {
 	if s.auth, err = auth.New(s.kv, authOpts); err != nil {
 		return fmt.Errorf("server: open auth store: %w", err)
 	}
+	if err := registerAuthRevision(cfg.Metrics, s.auth); err != nil {
+		return err
+	}
 	applied, _ := s.kv.ConsistentIndex()
 	s.applied.advance(applied)
-	s.noteCompaction()
+	noteCompaction(s.kv, &s.compacted)
 	s.hub, err = watch.NewHub(s.kv, watch.Options{
 		Logger:                 cfg.Logger.With("component", "watch"),
 		Metrics:                cfg.Metrics,
@@ -373,9 +375,9 @@ func (s *Server) closeStore() {
 
 // startRaft creates the peer transport, which the raft node attaches
 // itself to before raft runs, and starts the node with the applier as its
-// state machine.
-func (s *Server) startRaft() error {
-	cfg, who := s.cfg, s.who
+// state machine; then the corruption checker, which reads through raft.
+func (s *Server) startRaft(who identity) error {
+	cfg := s.cfg
 	tr, err := transport.New(transport.Config{
 		ID:        who.memberID,
 		ClusterID: who.clusterID,
@@ -387,13 +389,14 @@ func (s *Server) startRaft() error {
 		return fmt.Errorf("server: create peer transport: %w", err)
 	}
 	s.transport = tr
+	s.renewals = newRenewBatcher(tr, &s.users, s.reqTimeout, s.stopping)
 	s.peers.seed(s.log, tr, who.peers)
 	s.peers.sync(s.log, tr, s.cluster.Members(), s.cluster.IsRemoved)
 	s.learner.Store(s.cluster.IsLearner(s.id))
 	if err := s.registerForwardHandlers(); err != nil {
 		return err
 	}
-	s.applier = newApplier(s)
+	applier := newApplier(s.applyDeps())
 	if s.compactor, err = s.newAutoCompactor(); err != nil {
 		return err
 	}
@@ -402,7 +405,7 @@ func (s *Server) startRaft() error {
 		ClusterID:                  who.clusterID,
 		Peers:                      who.bootstrap,
 		Join:                       who.join,
-		DataDir:                    s.memberDir,
+		DataDir:                    memberDataDir(cfg.DataDir),
 		WALDir:                     cfg.WALDir,
 		MaxSnapshotFiles:           cfg.MaxSnapshotFiles,
 		MaxWALFiles:                cmp.Or(cfg.MaxWALFiles, defaultMaxWALFiles),
@@ -422,10 +425,11 @@ func (s *Server) startRaft() error {
 		Metrics:                    cfg.Metrics,
 		OnLeaderChange:             s.leaderChanged,
 		Transport:                  tr,
-	}, s.applier)
+	}, applier)
 	if err != nil {
 		return fmt.Errorf("server: start raft: %w", err)
 	}
+	s.corruption = newCorruptionChecker(s)
 	if cfg.InitialCorruptCheck && who.bootstrap == nil && !who.join {
 		// A restarting member only (etcd: memberInitialized): compare
 		// with the peers before serving anything.
@@ -437,13 +441,37 @@ func (s *Server) startRaft() error {
 	return nil
 }
 
-// startServing starts the lessor, the auto-compactor and the corruption
+// applyDeps are the parts the applier works on, all built by now.
+func (s *Server) applyDeps() applyDeps {
+	return applyDeps{
+		log:          s.log,
+		kv:           s.kv,
+		leases:       s.leases,
+		cluster:      s.cluster,
+		auth:         s.auth,
+		hub:          s.hub,
+		alarms:       s.alarms,
+		quota:        s.quota,
+		ops:          s.ops,
+		metrics:      s.metrics,
+		wait:         s.wait,
+		applied:      &s.applied,
+		compacted:    &s.compacted,
+		notices:      s.notices,
+		peersChanged: s.syncPeers,
+		fatal:        s.fatal,
+	}
+}
+
+// startServing starts the notice loop, the lessor, the auto-compactor and the corruption
 // monitors, serves the peer listeners, publishes the member and serves
 // the client listeners once it is published; supervise stops the member
 // if it fails on its own.
 func (s *Server) startServing() error {
 	s.supervisor.Add(1)
 	go s.supervise()
+	s.serving.Add(1)
+	go s.actOnApplyNotices()
 	s.servePeers()
 	if err := s.leases.lessor.Start(); err != nil {
 		return fmt.Errorf("server: start lessor: %w", err)

@@ -41,7 +41,7 @@ type SnapshotImage interface {
 // data dir is the disk the operator sized for the store's data. Files
 // left by a member that died while sending are removed on start.
 func snapshotTempDir(dataDir string) string {
-	return filepath.Join(dataDir, "member", "snapshot.tmp")
+	return filepath.Join(memberDataDir(dataDir), "snapshot.tmp")
 }
 
 // removeStaleSnapshotImages deletes what a previous run of the member left

@@ -259,7 +259,7 @@ func openSnapshotSource(cfg RestoreConfig) (*snapshotSource, error) {
 // buildDataDir writes the member's data dir into dir and returns the
 // store revision it holds.
 func buildDataDir(cfg RestoreConfig, dir string, src *snapshotSource, who identity) (rev int64, err error) {
-	memberDir := filepath.Join(dir, "member")
+	memberDir := memberDataDir(dir)
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
 		return 0, fmt.Errorf("create %s: %w", memberDir, err)
 	}

@@ -1,0 +1,42 @@
+package server
+
+import (
+	"testing"
+	"time"
+)
+
+// Apply posts without ever blocking, however many notices are pending,
+// and the loop takes them all, in the order they were posted, after one
+// wake-up.
+func TestApplyNoticesNeverBlockAndKeepOrder(t *testing.T) {
+	q := newApplyNotices()
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		for term := uint64(1); term <= 100; term++ {
+			q.post(applyNotice{kind: noticeClusterVersion, term: term})
+		}
+	}()
+	select {
+	case <-posted:
+	case <-time.After(testTimeout):
+		t.Fatal("post blocked with nobody taking")
+	}
+	select {
+	case <-q.wake:
+	default:
+		t.Fatal("no wake-up pending after posts")
+	}
+	got := q.take()
+	if len(got) != 100 {
+		t.Fatalf("took %d notices, want 100", len(got))
+	}
+	for i, n := range got {
+		if n.term != uint64(i+1) {
+			t.Fatalf("notice %d has term %d, want %d", i, n.term, i+1)
+		}
+	}
+	if rest := q.take(); len(rest) != 0 {
+		t.Fatalf("%d notices left after take", len(rest))
+	}
+}

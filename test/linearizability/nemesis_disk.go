@@ -340,12 +340,12 @@ func namesFullDisk(log string) bool {
 
 // probeFullMember asks a member whose disk is full for a serializable read
 // and a write that changes nothing (a transaction whose comparison fails,
-// so no revision is spent); it returns the read's error and a description
-// of the write's outcome.
-func probeFullMember(ctx context.Context, m *framework.Member) (readErr error, write string) {
+// so no revision is spent); it returns a description of the write's
+// outcome and the read's error.
+func probeFullMember(ctx context.Context, m *framework.Member) (write string, readErr error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint()}, DialTimeout: framework.DefaultDialTimeout, Logger: zap.NewNop()})
 	if err != nil {
-		return err, "no client"
+		return "no client", err
 	}
 	defer cli.Close()
 	// A loaded machine may let one read time out; a member that stops
@@ -363,11 +363,11 @@ func probeFullMember(ctx context.Context, m *framework.Member) (readErr error, w
 	_, err = cli.Txn(pctx).If(clientv3.Compare(clientv3.Version("/nemesis/diskfull"), "=", 1)).Commit()
 	switch {
 	case err == nil:
-		return readErr, "a write went through"
+		return "a write went through", readErr
 	case errors.Is(err, context.DeadlineExceeded):
-		return readErr, "a write timed out"
+		return "a write timed out", readErr
 	default:
-		return readErr, "a write failed: " + err.Error()
+		return "a write failed: " + err.Error(), readErr
 	}
 }
 
@@ -383,7 +383,7 @@ func (d *diskFaults) diskFull(rctx context.Context, m *framework.Member, learner
 		return err
 	}
 	full := time.Now()
-	readErr, write := probeFullMember(rctx, m)
+	write, readErr := probeFullMember(rctx, m)
 	probes := fmt.Sprintf("serializable read %s, %s", errOrOK(readErr), write)
 	if !m.Running() {
 		// It found the disk full before or while being probed.

@@ -67,6 +67,11 @@ func (n *Node) runApply() {
 				n.fail(err)
 				return
 			}
+		case <-n.snapshotDone:
+			if err := n.maybeSnapshot(); err != nil {
+				n.fail(err)
+				return
+			}
 		case <-idleReady:
 			more, err := worker.IdleWork()
 			if err != nil {

@@ -56,6 +56,24 @@ func bigPayloads(prefix string, n, size int) []string {
 	return out
 }
 
+// waitSnapshotsSettled waits until n's apply loop has counted every entry
+// sm applied, no snapshot is in flight and none is due: the log is then as
+// the byte budget leaves it, and stays so while nothing is proposed. (The
+// entry count passed as 0: these tests' SnapshotCount is never reached.)
+func waitSnapshotsSettled(t *testing.T, n *Node, sm *fakeSM) {
+	t.Helper()
+	waitFor(t, "the snapshots to catch up with the applied entries", func() bool {
+		// In the reverse of the order the apply loop writes them: the
+		// applied index after the bytes, the bytes cleared after a
+		// snapshot is marked in flight (maybeSnapshot).
+		if n.appliedIndex.Load() < sm.AppliedIndex() {
+			return false
+		}
+		logged := n.unsnapshottedBytes.Load()
+		return !n.snapshotting.Load() && !n.snapshotDue(0, logged)
+	})
+}
+
 // TestLogBytesStayWithinBudget proposes entries far larger than the
 // default snapshot count allows for: the log in memory is snapshotted and
 // compacted by bytes, its running count is exact, and a restart brings
@@ -84,7 +102,7 @@ func TestLogBytesStayWithinBudget(t *testing.T) {
 				proposeAll(t, n, []string{p})
 				fake.waitPayloads(t, i+1)
 			}
-			waitFor(t, "the snapshot in flight to finish", func() bool { return !n.snapshotting.Load() })
+			waitSnapshotsSettled(t, n, fake)
 			if got, want := n.LogBytes(), storedLogBytes(t, n); got != want {
 				t.Fatalf("running count %d bytes, the log holds %d", got, want)
 			}
@@ -243,4 +261,46 @@ func TestProposalsPastUncommittedBytesRefused(t *testing.T) {
 		t.Fatalf("a proposal once the disk moved again: %v", err)
 	}
 	sm.waitPayloads(t, accepted+1)
+}
+
+// TestSnapshotDueWhileOneWasInFlightIsTaken keeps a snapshot in flight
+// while entries pile up past the overload bound, then lets it finish and
+// proposes nothing more: the snapshot the applied entries are due must
+// still be taken, or the member would go on refusing every proposal as
+// overloaded (the server's "too many requests") with nothing left to
+// apply that could start it.
+func TestSnapshotDueWhileOneWasInFlightIsTaken(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.MaxLogBytes = 64 << 10
+	cfg.MaxUncommittedEntriesSize = 1 << 30 // as in TestLogBytesStayWithinBudget
+	sm := newPersistentSM()
+	sm.persistGate = make(chan struct{})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(sm.persistGate)
+		}
+	}
+	defer release() // before the node's Stop, which waits for the snapshot
+	n := mustStart(t, cfg, sm)
+	waitLeader(t, n)
+
+	const size = 4 << 10
+	first := bigPayloads("a", int(cfg.MaxLogBytes/2/size)+1, size) // due a snapshot
+	proposeAll(t, n, first)
+	sm.waitPayloads(t, len(first))
+	waitFor(t, "a snapshot to be in flight", func() bool { return sm.persists.Load() > 0 })
+	// Four times what is due, applied while that snapshot is held.
+	more := bigPayloads("b", int(overloadFactor*cfg.MaxLogBytes/2/size)+1, size)
+	proposeAll(t, n, more)
+	sm.waitPayloads(t, len(first)+len(more))
+	waitFor(t, "the apply loop to count the entries applied", func() bool {
+		return n.appliedIndex.Load() >= sm.AppliedIndex()
+	})
+	if !n.Overloaded() {
+		t.Fatalf("not overloaded with %d bytes applied since the snapshot in flight", len(more)*size)
+	}
+	release()
+	waitFor(t, "the next snapshot to be taken with nothing more proposed", func() bool { return !n.Overloaded() })
 }

@@ -66,6 +66,11 @@ type Node struct {
 	// apply is owned by the apply loop.
 	apply        applyState
 	snapshotting atomic.Bool
+	// snapshotDone tells the apply loop that the snapshot in flight
+	// finished, so that it takes the next one if the entries applied
+	// meanwhile are due one (maybeSnapshot skips it while one is in
+	// flight, and no later apply may come to start it).
+	snapshotDone chan struct{}
 	// fullImageBytes is the size of the newest snapshot file written with
 	// the full image of a state machine that cannot persist in place
 	// (maybeSnapshot spaces such snapshots by it).
@@ -134,6 +139,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		leaderChanged:      newBroadcast(),
 		applyc:             make(chan toApply),
 		fullSnapshotWanted: make(chan struct{}, 1),
+		snapshotDone:       make(chan struct{}, 1),
 		readStates:         make(chan raft.ReadState, 64),
 		readWake:           make(chan struct{}, 1),
 		nextRead:           newReadRound(),

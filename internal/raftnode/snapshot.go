@@ -159,7 +159,8 @@ const fullImageLogFraction = 4
 // when raft needs a full image to send. The image
 // is taken here, between two Applies; persisting it and compacting behind
 // it happen in the background while applying goes on. One snapshot is in
-// flight at a time.
+// flight at a time; one due meanwhile is taken when it finishes
+// (snapshotFinished wakes the apply loop), not only at the next apply.
 func (n *Node) maybeSnapshot() error {
 	st := &n.apply
 	// A snapshot is due every SnapshotCount entries (etcd's rule), and,
@@ -176,8 +177,7 @@ func (n *Node) maybeSnapshot() error {
 	// Entries holding MaxLogBytes/2 are due a snapshot whatever their
 	// count, so that the in-memory log stays within its byte budget
 	// (logbudget.go).
-	due := (st.applied-st.snapshotIndex > n.cfg.SnapshotCount || st.loggedBytes >= n.cfg.MaxLogBytes/2) &&
-		st.loggedBytes*fullImageLogFraction >= n.fullImageBytes.Load()
+	due := n.snapshotDue(st.applied-st.snapshotIndex, st.loggedBytes)
 	if st.processed < st.applied || st.applied == 0 || !(due || st.wantFull) || n.snapshotting.Load() {
 		// (processed < applied: raft is still redelivering entries the
 		// state machine holds, so confState is not yet that of applied.)
@@ -195,9 +195,11 @@ func (n *Node) maybeSnapshot() error {
 	st.snapshotIndex, st.snapshotConf = st.applied, st.confState
 	st.snapshotFull = !inEngine
 	st.loggedBytes = 0
-	n.unsnapshottedBytes.Store(0)
 	st.wantFull = false
+	// In flight before the bytes are cleared: whoever reads the bytes
+	// cleared finds this snapshot in flight (or finished).
 	n.snapshotting.Store(true)
+	n.unsnapshottedBytes.Store(0)
 	n.snapshotWG.Add(1)
 	if inEngine {
 		go n.persistSnapshot(meta, img, persistent)
@@ -205,6 +207,26 @@ func (n *Node) maybeSnapshot() error {
 		go n.persistSnapshot(meta, img, nil)
 	}
 	return nil
+}
+
+// snapshotFinished ends the snapshot in flight and wakes the apply loop:
+// the entries it applied meanwhile may be due the next one, and a member
+// refusing proposals as Overloaded applies nothing more that would start
+// it.
+func (n *Node) snapshotFinished() {
+	n.snapshotting.Store(false)
+	select {
+	case n.snapshotDone <- struct{}{}:
+	default: // the apply loop has a wake-up pending already
+	}
+}
+
+// snapshotDue reports whether entries entries holding logged bytes,
+// applied since the newest snapshot, make the next one due (the rules are
+// maybeSnapshot's).
+func (n *Node) snapshotDue(entries, logged uint64) bool {
+	return (entries > n.cfg.SnapshotCount || logged >= n.cfg.MaxLogBytes/2) &&
+		logged*fullImageLogFraction >= n.fullImageBytes.Load()
 }
 
 // persistSnapshot makes the snapshot durable (writing the image to its
@@ -215,7 +237,7 @@ func (n *Node) maybeSnapshot() error {
 // is durable.
 func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image, persistent PersistentImage) {
 	defer n.snapshotWG.Done()
-	defer n.snapshotting.Store(false)
+	defer n.snapshotFinished()
 	defer img.Release()
 	start := time.Now()
 	var (

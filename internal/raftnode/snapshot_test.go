@@ -21,6 +21,9 @@ import (
 type persistentSM struct {
 	*fakeSM
 	persists atomic.Int64
+	// persistGate, if set, holds every Persist until it is closed, so
+	// that a test can keep a snapshot in flight.
+	persistGate chan struct{}
 }
 
 func newPersistentSM() *persistentSM { return &persistentSM{fakeSM: newFakeSM()} }
@@ -39,6 +42,9 @@ func (persistentImage) PersistsInPlace() bool { return true }
 
 func (i persistentImage) Persist() error {
 	i.sm.persists.Add(1)
+	if i.sm.persistGate != nil {
+		<-i.sm.persistGate
+	}
 	return nil
 }
 

@@ -51,10 +51,10 @@ type AuxReader interface {
 // AuxWriter of the entry being applied, so the change and the entry commit
 // atomically.
 type Cluster struct {
-	localID uint64
+	localID   uint64
+	clusterID uint64 // set once by New
 
-	mu        sync.RWMutex
-	clusterID uint64
+	mu sync.RWMutex
 	members   map[uint64]*membershippb.Member
 	removed   map[uint64]bool
 	// version is the cluster version a leader recorded through raft
@@ -72,12 +72,9 @@ func New(localID, clusterID uint64) *Cluster {
 	}
 }
 
-// ID is the cluster ID.
-func (c *Cluster) ID() uint64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.clusterID
-}
+// ID is the cluster ID. It is set once by New, so it is read without
+// the lock: every response header carries it.
+func (c *Cluster) ID() uint64 { return c.clusterID }
 
 // LocalID is this member's ID.
 func (c *Cluster) LocalID() uint64 { return c.localID }

@@ -157,6 +157,14 @@ type Config struct {
 	// reports entries since the last snapshot holding twice it
 	// (logbudget.go). Default 256 MiB.
 	MaxLogBytes uint64
+	// ReadTimeout bounds a linearizable read round: one not answered
+	// (confirmed and applied) this long after it started ends with
+	// ErrReadTimeout for every caller in it, as etcd's read loop ends a
+	// round with "request timed out". A caller joins the round after the
+	// one in flight, so it waits at least ReadTimeout and at most that
+	// round's time more, as in etcd. Zero: a round retries until its
+	// callers give up.
+	ReadTimeout time.Duration
 	// DisablePreVote turns off raft's pre-vote (etcd's --pre-vote=false).
 	DisablePreVote bool
 	// DisableElectionTickAdvance makes a lone voter wait a full election

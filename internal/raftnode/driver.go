@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -82,6 +83,10 @@ func (r *rawRaft) advance(rd raft.Ready) {
 func (r *rawRaft) tick() { r.with(func(rn *raft.RawNode) { rn.Tick() }) }
 
 // step hands raft a message from a peer. As raft.Node did, errors are
+// errDeadlinePassed ends a proposal's wait for a leader at its deadline;
+// it is a context.DeadlineExceeded.
+var errDeadlinePassed = fmt.Errorf("proposal deadline passed: %w", context.DeadlineExceeded)
+
 // dropped: a local message type from the network, a response from a peer
 // no longer in the configuration, or a forwarded proposal this member
 // cannot take are all ignored by raft's rules (the proposer times out).
@@ -92,16 +97,21 @@ func (r *rawRaft) step(m raftpb.Message) {
 // propose runs one proposal step (prop) and, while raft drops proposals
 // because no leader is known, or while held says so (a member removed
 // from the configuration), waits for a leader change and tries again
-// until ctx ends: raft.Node held proposals back the same way. It also
-// tries again every retry: raft can lose its leader and find the same one
-// again between two Readys, which publishes no leader change. Any other
+// until ctx ends or the deadline (if not zero) passes: raft.Node held
+// proposals back the same way. It also tries again every retry: raft can
+// lose its leader and find the same one again between two Readys, which
+// publishes no leader change. Any other
 // refusal (a leader transferring leadership or removed from the
 // configuration, too many uncommitted bytes) is returned as raft's error.
-func (r *rawRaft) propose(ctx context.Context, leaderChanged *broadcast, stopping <-chan struct{}, retry time.Duration, held func() bool, prop func(rn *raft.RawNode) error) error {
-	var timer *time.Timer
+func (r *rawRaft) propose(ctx context.Context, deadline time.Time, leaderChanged *broadcast, stopping <-chan struct{}, retry time.Duration, held func() bool, prop func(rn *raft.RawNode) error) error {
+	var timer, expiry *time.Timer // made at the first wait
+	var expired <-chan time.Time  // expiry's, nil without a deadline
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if expiry != nil {
+			expiry.Stop()
 		}
 	}()
 	for {
@@ -121,12 +131,18 @@ func (r *rawRaft) propose(ctx context.Context, leaderChanged *broadcast, stoppin
 		}
 		if timer == nil {
 			timer = time.NewTimer(retry)
+			if !deadline.IsZero() {
+				expiry = time.NewTimer(time.Until(deadline))
+				expired = expiry.C
+			}
 		} else {
 			timer.Reset(retry)
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
+		case <-expired:
+			return errDeadlinePassed
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-stopping:

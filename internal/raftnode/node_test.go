@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/raft/v3/raftpb"
@@ -406,4 +408,26 @@ func TestStartOnCreatedButEmptyWAL(t *testing.T) {
 	waitLeader(t, n)
 	proposeAll(t, n, []string{"first"})
 	sm.waitPayloads(t, 1)
+}
+
+// TestProposeUntilWithoutLeaderEndsAtDeadline: without a leader a
+// proposal waits, and ends at its deadline (the caller's context has
+// none) with an error wrapping ErrProposalUnconfirmed and
+// context.DeadlineExceeded, as when its context ends.
+func TestProposeUntilWithoutLeaderEndsAtDeadline(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.TickInterval = time.Hour
+	n := mustStart(t, cfg, newFakeSM())
+	deadline := time.Now().Add(50 * time.Millisecond)
+	err := n.ProposeUntil(testContext(t), deadline, []byte("x"))
+	if !errors.Is(err, ErrProposalUnconfirmed) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("proposal without a leader: %v, want ErrProposalUnconfirmed and DeadlineExceeded", err)
+	}
+	if time.Now().Before(deadline) {
+		t.Fatal("the proposal ended before its deadline")
+	}
+	campaign(t, n)
+	if err := n.ProposeUntil(testContext(t), time.Now().Add(time.Hour), []byte("y")); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -143,6 +143,34 @@ func TestLinearizableReadWithoutLeaderHonoursContext(t *testing.T) {
 	}
 }
 
+// TestLinearizableReadRoundTimesOut: without a leader a round ends with
+// ErrReadTimeout once ReadTimeout has passed since it started, for every
+// caller in it (none has a deadline of its own), and not before; reads
+// go on once a leader exists.
+func TestLinearizableReadRoundTimesOut(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.TickInterval = time.Hour
+	cfg.ReadTimeout = 100 * time.Millisecond
+	n := mustStart(t, cfg, newFakeSM())
+	start := time.Now()
+	errs := make(chan error, 3)
+	for range cap(errs) {
+		go func() { errs <- n.LinearizableRead(testContext(t)) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; !errors.Is(err, ErrReadTimeout) {
+			t.Fatalf("read without a leader: %v, want ErrReadTimeout", err)
+		}
+	}
+	if took := time.Since(start); took < cfg.ReadTimeout {
+		t.Fatalf("the round ended after %v, before its timeout %v", took, cfg.ReadTimeout)
+	}
+	campaign(t, n)
+	if err := n.LinearizableRead(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLinearizableReadSeesPriorWrites(t *testing.T) {
 	sm := newFakeSM()
 	n := mustStart(t, testConfig(t, t.TempDir()), sm)

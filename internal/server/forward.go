@@ -90,7 +90,7 @@ func retryableForwardError(err error) error {
 // ReadIndex round proves it still does and that it applied every grant
 // and revoke committed before (etcd's ensureLeadership).
 func (s *Server) renewAsLeader(ctx context.Context, id int64) (int64, error) {
-	if s.node.Status().Leader != s.id {
+	if s.node.Leader() != s.id {
 		return -1, lease.ErrNotPrimary
 	}
 	if err := s.node.LinearizableRead(ctx); err != nil {
@@ -117,7 +117,7 @@ func (s *Server) serveLeaseTimeToLive(ctx context.Context, data []byte) ([]byte,
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
-	if s.node.Status().Leader != s.id || s.node.LinearizableRead(ctx) != nil {
+	if s.node.Leader() != s.id || s.node.LinearizableRead(ctx) != nil {
 		return encodeReply(nil, lease.ErrNotPrimary), nil
 	}
 	resp, err := s.leases.lessor.TimeToLive(r.ID, r.Keys)

@@ -238,7 +238,7 @@ func (s *Server) serveLeaseRenewBatch(ctx context.Context, data []byte) ([]byte,
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
 	replies := make([][]byte, len(ids))
-	if s.node.Status().Leader != s.id || s.node.LinearizableRead(ctx) != nil {
+	if s.node.Leader() != s.id || s.node.LinearizableRead(ctx) != nil {
 		notPrimary := encodeReply(nil, lease.ErrNotPrimary)
 		for i := range replies {
 			replies[i] = notPrimary

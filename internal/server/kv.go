@@ -142,21 +142,22 @@ func (s *Server) HashKV(rev int64) (kvstore.HashKVResult, error) { return s.kv.H
 func (s *Server) Hash() (uint32, error) { return s.kv.Hash() }
 
 // LinearizableRead returns once this member has applied every write that
-// was committed when it was called.
-func (s *Server) LinearizableRead(callerCtx context.Context) error {
-	ctx, cancel := context.WithTimeout(callerCtx, s.reqTimeout)
-	defer cancel()
+// was committed when it was called. A read round not answered within the
+// request timeout ends with ErrTimeout for all its callers (the raft
+// node's ReadTimeout, one timer per round rather than one per read), as
+// etcd's read loop ends a round.
+func (s *Server) LinearizableRead(ctx context.Context) error {
 	err := s.node.LinearizableRead(ctx)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, raftnode.ErrStopped):
 		return ErrStopped
-	case callerCtx.Err() != nil:
-		return callerCtx.Err()
-	case errors.Is(err, context.DeadlineExceeded):
-		// With or without a leader (then err wraps ErrNoLeader too):
-		// etcd's read loop gives up on a round with ErrTimeout.
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, raftnode.ErrReadTimeout), errors.Is(err, context.DeadlineExceeded):
+		// With or without a leader: etcd's read loop gives up on a round
+		// with ErrTimeout.
 		return ErrTimeout
 	}
 	return err
@@ -169,11 +170,11 @@ func (s *Server) readIndex(ctx context.Context) error { return s.node.Linearizab
 
 // propose sends one request through Raft and waits for its applied result.
 func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error) {
-	st := s.node.Status()
+	commit, applied := s.node.Indexes()
 	// The second test bounds the log in bytes where etcd counts entries:
 	// snapshots that cannot keep up with large writes would otherwise
 	// let the in-memory log grow without bound.
-	if st.CommitIndex > st.AppliedIndex+maxApplyLag || s.node.Overloaded() {
+	if commit > applied+maxApplyLag || s.node.Overloaded() {
 		return applyResult{}, ErrTooManyRequests
 	}
 	id := s.reqIDs.Next()
@@ -189,31 +190,33 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (appl
 		return applyResult{}, ErrRequestTooLarge
 	}
 
-	ch := s.wait.Register(id)
-	cctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
-	defer cancel()
+	// The wait ends at the deadline without a timer of its own: the wait
+	// registry's expiry loop answers it (wait.go), as it answers every
+	// wait with ErrStopped when the member stops or its raft node fails.
+	start := time.Now()
+	deadline := start.Add(s.reqTimeout)
+	ch := s.wait.RegisterUntil(id, deadline)
 	s.metrics.proposalsPending.Inc()
 	defer s.metrics.proposalsPending.Dec()
-	start := time.Now()
-	if err := s.node.Propose(cctx, data); err != nil {
+	if err := s.node.ProposeUntil(ctx, deadline, data); err != nil {
 		s.wait.Cancel(id)
-		return applyResult{}, s.proposeError(ctx, cctx, err, start)
+		if ctx.Err() == nil && errors.Is(err, raftnode.ErrProposalUnconfirmed) && errors.Is(err, context.DeadlineExceeded) {
+			// No leader until the deadline: etcd's raft node returns
+			// the proposal context's error then.
+			return applyResult{}, context.DeadlineExceeded
+		}
+		return applyResult{}, s.proposeError(ctx, ctx, err, start)
 	}
 	select {
 	case res := <-ch:
+		if res.err == errWaitExpired {
+			s.node.CountFailedProposal()
+			return applyResult{}, s.proposeError(ctx, ctx, context.DeadlineExceeded, start)
+		}
 		return res, res.err
-	case <-cctx.Done():
+	case <-ctx.Done():
 		s.wait.Cancel(id)
 		s.node.CountFailedProposal()
-		return applyResult{}, s.proposeError(ctx, cctx, cctx.Err(), start)
-	case <-s.stopping:
-		s.wait.Cancel(id)
-		return applyResult{}, ErrStopped
-	case <-s.node.Done():
-		// The raft node failed (a disk error): nothing will be applied,
-		// and the member stops only once its clients are drained, this
-		// one included.
-		s.wait.Cancel(id)
-		return applyResult{}, ErrStopped
+		return applyResult{}, s.proposeError(ctx, ctx, ctx.Err(), start)
 	}
 }

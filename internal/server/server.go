@@ -208,9 +208,10 @@ type Server struct {
 	stopOnce    sync.Once
 	failOnce    sync.Once
 	removedOnce sync.Once
-	// supervisor is supervise (lifecycle.go); serving the goroutines that
-	// serve listeners, publish the member and monitor corruption; users
-	// the work beside apply that holds the store.
+	// supervisor is supervise (lifecycle.go) and the wait registry's
+	// expiry loop (wait.go); serving the goroutines that serve listeners,
+	// publish the member and monitor corruption; users the work beside
+	// apply that holds the store.
 	supervisor sync.WaitGroup
 	serving    sync.WaitGroup
 	users      storeUsers
@@ -414,6 +415,7 @@ func (s *Server) startRaft(who identity) error {
 		TickInterval:               cfg.TickInterval,
 		ElectionTicks:              cfg.ElectionTicks,
 		HeartbeatTicks:             1,
+		ReadTimeout:                s.reqTimeout,
 		SnapshotCount:              cfg.SnapshotCount,
 		SnapshotCatchUpEntries:     snapshotCatchUpEntries(cfg.SnapshotCount, cfg.SnapshotCatchUpEntries),
 		MaxLogBytes:                uint64(cfg.Memory.RaftLog()),
@@ -468,10 +470,14 @@ func (s *Server) applyDeps() applyDeps {
 // the client listeners once it is published; supervise stops the member
 // if it fails on its own.
 func (s *Server) startServing() error {
-	s.supervisor.Add(1)
+	s.supervisor.Add(2)
 	go s.supervise()
 	s.serving.Add(1)
 	go s.actOnApplyNotices()
+	go func() {
+		defer s.supervisor.Done()
+		s.wait.expireLoop(s.stopping, s.node.Done())
+	}()
 	s.servePeers()
 	if err := s.leases.lessor.Start(); err != nil {
 		return fmt.Errorf("server: start lessor: %w", err)
@@ -564,7 +570,7 @@ func (s *Server) ID() uint64 { return s.id }
 func (s *Server) ClusterID() uint64 { return s.cluster.ID() }
 
 // Term is the current Raft term.
-func (s *Server) Term() uint64 { return s.node.Status().Term }
+func (s *Server) Term() uint64 { return s.node.Term() }
 
 // Rev is the store's current revision.
 func (s *Server) Rev() int64 { return s.kv.Rev() }

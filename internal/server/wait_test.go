@@ -39,6 +39,64 @@ func TestWaitRegistryCancelAndUnknown(t *testing.T) {
 	}
 }
 
+// TestWaitRegistryExpires checks that only waits past their deadline are
+// answered errWaitExpired, and that the expiry loop does it on its own
+// and answers every wait, and every later one, with ErrStopped once
+// stopped.
+func TestWaitRegistryExpires(t *testing.T) {
+	w := newWaitRegistry()
+	now := time.Now()
+	past := w.RegisterUntil(1, now.Add(-time.Millisecond))
+	future := w.RegisterUntil(2, now.Add(time.Hour))
+	untimed := w.Register(3)
+	w.expire(now)
+	if r := <-past; r.err != errWaitExpired {
+		t.Fatalf("past deadline: %v, want errWaitExpired", r.err)
+	}
+	for _, ch := range []<-chan applyResult{future, untimed} {
+		select {
+		case r := <-ch:
+			t.Fatalf("answered before its deadline: %v", r)
+		default:
+		}
+	}
+	if n := w.timed.Load(); n != 1 {
+		t.Fatalf("%d timed waits counted, want 1", n)
+	}
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.expireLoop(stop, nil)
+	}()
+	soon := w.RegisterUntil(4, time.Now().Add(expiryInterval))
+	select {
+	case r := <-soon:
+		if r.err != errWaitExpired {
+			t.Fatalf("expiry loop answered %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("expiry loop did not answer a wait past its deadline")
+	}
+	close(stop)
+	<-done
+	for _, ch := range []<-chan applyResult{future, untimed, w.Register(5)} {
+		select {
+		case r := <-ch:
+			if r.err != ErrStopped {
+				t.Fatalf("after stop: %v, want ErrStopped", r.err)
+			}
+		default:
+			t.Fatal("a wait was not answered when the loop stopped")
+		}
+	}
+	w.Trigger(2, applyResult{resp: "late"}) // answered already: no-op, no block
+	if n := w.timed.Load(); n != 0 {
+		t.Fatalf("%d timed waits counted after stop, want 0", n)
+	}
+}
+
 func TestRequestIDsUniqueUnderConcurrency(t *testing.T) {
 	g := newRequestIDs(0xabcd, time.Unix(1700000000, 0))
 	const workers, per = 8, 2000

@@ -401,7 +401,7 @@ func executeRange(r *kvReader, curRev int64, req *etcdserverpb.RangeRequest) (*e
 	if err := sortKVs(rr.kvs, rr.revs, req.SortOrder, req.SortTarget); err != nil {
 		return nil, err
 	}
-	resp := &etcdserverpb.RangeResponse{Header: &etcdserverpb.ResponseHeader{Revision: rr.rev}, Count: int64(rr.count)}
+	resp := newRangeResponse(rr.rev, int64(rr.count))
 	if req.Limit > 0 && len(rr.kvs) > int(req.Limit) {
 		rr.kvs = rr.kvs[:req.Limit]
 		resp.More = true
@@ -424,6 +424,19 @@ func executeRange(r *kvReader, curRev int64, req *etcdserverpb.RangeRequest) (*e
 		resp.Kvs[i] = &rr.kvs[i]
 	}
 	return resp, nil
+}
+
+// rangeResponse is a RangeResponse and its header in one allocation (a
+// range's response is built per request).
+type rangeResponse struct {
+	resp etcdserverpb.RangeResponse
+	hdr  etcdserverpb.ResponseHeader
+}
+
+func newRangeResponse(rev, count int64) *etcdserverpb.RangeResponse {
+	r := &rangeResponse{hdr: etcdserverpb.ResponseHeader{Revision: rev}}
+	r.resp.Header, r.resp.Count = &r.hdr, count
+	return &r.resp
 }
 
 // isFiltered reports whether req filters by mod or create revision.

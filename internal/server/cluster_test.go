@@ -239,6 +239,12 @@ func TestClusterMembershipChanges(t *testing.T) {
 	if len(members) != 4 || !added.RaftAttributes.IsLearner {
 		t.Fatalf("after adding a learner: added %+v, members %+v", added, members)
 	}
+	// The next changes go through other members: each must have applied
+	// this one, or it checks them against an older member list and
+	// proposes them, and raft drops a conf change proposed while the
+	// leader still counts an earlier one unapplied ("possible unapplied
+	// conf change"): the request then times out, in etcd too.
+	waitAppliedEverywhere(ctx, t, ms, "after-add")
 	// (Another URL too: the same URLs within the same second would give
 	// the same ID, refused first as ErrIDExists, as in etcd.)
 	if _, _, err := ms[2].srv.MemberAdd(ctx, []string{joiner.peerURL(), "http://127.0.0.1:2"}, false); !errors.Is(err, membership.ErrPeerURLExists) {
@@ -271,9 +277,7 @@ func TestClusterMembershipChanges(t *testing.T) {
 		}
 		return err == nil
 	})
-	if err := joiner.srv.LinearizableRead(ctx); err != nil { // it applied the promotion
-		t.Fatal(err)
-	}
+	waitAppliedEverywhere(ctx, t, append(ms, joiner), "after-promote") // the joiner too applied the promotion
 	if joiner.srv.IsLearner() {
 		t.Fatal("still a learner after promotion")
 	}
@@ -297,6 +301,7 @@ func TestClusterMembershipChanges(t *testing.T) {
 		t.Fatalf("removed leader stopped with %v, want ErrRemoved", leader.srv.Err())
 	}
 	newLeader := leaderOf(t, rest)
+	waitAppliedEverywhere(ctx, t, rest, "after-remove")
 	if _, err := newLeader.srv.MemberRemove(ctx, leader.srv.ID()); !errors.Is(err, membership.ErrIDRemoved) {
 		t.Fatalf("second removal: %v, want ErrIDRemoved", err)
 	}

@@ -82,11 +82,11 @@ func (r *rawRaft) advance(rd raft.Ready) {
 
 func (r *rawRaft) tick() { r.with(func(rn *raft.RawNode) { rn.Tick() }) }
 
-// step hands raft a message from a peer. As raft.Node did, errors are
 // errDeadlinePassed ends a proposal's wait for a leader at its deadline;
 // it is a context.DeadlineExceeded.
 var errDeadlinePassed = fmt.Errorf("proposal deadline passed: %w", context.DeadlineExceeded)
 
+// step hands raft a message from a peer. As raft.Node did, errors are
 // dropped: a local message type from the network, a response from a peer
 // no longer in the configuration, or a forwarded proposal this member
 // cannot take are all ignored by raft's rules (the proposer times out).

@@ -151,8 +151,10 @@
 // arrives while a round is in flight shares the following one (batching,
 // like etcd's linearizableReadLoop). A round asks raft for the leader's
 // commit index confirmed by a heartbeat quorum, re-asks after half an
-// election timeout or at once when a new leader is known, and is abandoned
-// when all its callers gave up. A confirmed round waits for the apply loop
+// election timeout or at once when a new leader is known, is abandoned
+// when all its callers gave up, and ends with ErrReadTimeout for all of
+// them once Config.ReadTimeout has passed since it started (one timer per
+// round, none per read). A confirmed round waits for the apply loop
 // to reach its index without holding up the next round. A request's
 // context (member ID, sequence number) is unique across members and
 // incarnations: the leader's raft silently drops a request whose context

@@ -8,7 +8,9 @@
 //
 // A write becomes an etcdserverpb.InternalRaftRequest with a request ID
 // unique across members and restarts (reqid.go), is proposed, and the
-// caller waits on the waitRegistry (wait.go) for that ID. The applier — the
+// caller waits on the waitRegistry (wait.go) for that ID, which also ends
+// the wait at the request timeout (one expiry loop, no timer per request)
+// or when the member stops. The applier — the
 // raftnode.StateMachine — applies every committed entry in log order to the
 // MVCC store (internal/kvstore), the lease table (lease.go over
 // internal/lease) and the member list (internal/membership). A batch of

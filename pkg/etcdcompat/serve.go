@@ -44,14 +44,17 @@ const grpcOverheadBytes = 512 * 1024
 // serializable range at 1,000 clients, 3% with workers, whose stacks stay
 // grown between calls (gRPC replaces a worker after 65,536 calls, and the
 // garbage collector shrinks an idle one's). Writes hold their worker until
-// their commit is applied, so the workers must cover every call in
-// progress, not only the reads: with 256, at 1,000 clients three puts in
-// four ran on a fresh goroutine that grew its stack, several times, inside
-// raft's appendEntry (runtime.newstack 10.9% of a put's CPU; 4.7% with
-// 1,024, a worker's stack growing once after each collection shrank it).
-// An idle worker costs its stack, shrunk by the collector. A watch or
-// keep-alive stream holds its worker for its life.
-const streamWorkers = 1024
+// their commit is applied, so at 1,000 clients on one member three puts
+// in four run on a fresh goroutine that grows its stack inside raft's
+// appendEntry (newstack 10.9% of a put). 1,024 workers took that to 4.7%
+// but cost more than it saved: gRPC hands a call to the worker that has
+// waited longest, so with more workers than calls in progress every call
+// runs on a stack the collector shrank since its last use, and on cold
+// caches: on 3 members (about 333 clients each) server CPU per put rose
+// 14% (72 -> 82 us, 4 rounds, every round higher), on one member it did
+// not fall (42 -> 45 us). A watch or keep-alive stream holds its worker
+// for its life.
+const streamWorkers = 256
 
 // Config configures the client-facing server.
 type Config struct {

@@ -76,24 +76,26 @@ func newGRPCServerMetrics(extensive bool) *grpcServerMetrics {
 	return m
 }
 
+// vectors are the family's collectors, the handling histogram only with
+// --metrics=extensive.
+func (m *grpcServerMetrics) vectors() []prometheus.Collector {
+	vs := []prometheus.Collector{m.started, m.handled, m.received, m.sent}
+	if m.handling != nil {
+		vs = append(vs, m.handling)
+	}
+	return vs
+}
+
 // Describe and Collect make it one prometheus.Collector.
 func (m *grpcServerMetrics) Describe(ch chan<- *prometheus.Desc) {
-	m.started.Describe(ch)
-	m.handled.Describe(ch)
-	m.received.Describe(ch)
-	m.sent.Describe(ch)
-	if m.handling != nil {
-		m.handling.Describe(ch)
+	for _, v := range m.vectors() {
+		v.Describe(ch)
 	}
 }
 
 func (m *grpcServerMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.started.Collect(ch)
-	m.handled.Collect(ch)
-	m.received.Collect(ch)
-	m.sent.Collect(ch)
-	if m.handling != nil {
-		m.handling.Collect(ch)
+	for _, v := range m.vectors() {
+		v.Collect(ch)
 	}
 }
 

@@ -7,7 +7,8 @@ import (
 
 // The permission checks of etcd 3.6 (authStore.isOpPermitted and the
 // checks of apply_auth.go). They read the published state only: safe on
-// any goroutine, no lock. ai may be an empty AuthInfo (no credentials).
+// any goroutine, no lock. ai may be nil or an empty AuthInfo
+// (no credentials).
 
 func (s *Store) isOpPermitted(ai *AuthInfo, key, rangeEnd []byte, permType authpb.Permission_Type) error {
 	st := s.load()

@@ -54,9 +54,9 @@ type Cluster struct {
 	localID   uint64
 	clusterID uint64 // set once by New
 
-	mu sync.RWMutex
-	members   map[uint64]*membershippb.Member
-	removed   map[uint64]bool
+	mu      sync.RWMutex
+	members map[uint64]*membershippb.Member
+	removed map[uint64]bool
 	// version is the cluster version a leader recorded through raft
 	// (etcd's ClusterVersionSet); empty until then.
 	version string

@@ -43,8 +43,15 @@
 #   WORKLOADS="put-1client put range-linearizable range-serializable txn-put
 #              watch-latency-100 watch-latency lease-keepalive watch"
 #   WATCH_STREAMS=10 WATCHERS_PER_STREAM=1000   watch-latency: 10,000 watchers
-#                              (watch-latency-100: 1 stream of 100)
-#   WATCH_PUTS=1000 WATCH_PUT_RATE=100          watch-latency: puts observed by every watcher
+#                              (watch-latency-100: the tool's default shape, 10
+#                              streams of 10; one stream of 100 would exceed a
+#                              stream's response pacing, internal/watch/pace.go)
+#   WATCH_PUTS=1000 WATCH_PUT_RATE=100          watch-latency-100: puts observed by every watcher
+#   WATCH_MANY_PUTS=100        watch-latency (10,000 watchers): puts observed by
+#                              every watcher, at WATCH_PUT_RATE; 1,000,000 events.
+#                              (1,000 puts, 10,000,000 events, took etcd 6-15
+#                              minutes to deliver per round on 2 cores: the
+#                              client's backlog, not the server's latency.)
 #   WATCH_BENCH_STREAMS=100 WATCH_BENCH_WATCHERS_PER_STREAM=100
 #                              watch: 10,000 watchers, created one at a time per
 #                              stream (clientv3), all streams at once
@@ -105,6 +112,7 @@ read -r -a workloads <<<"${WORKLOADS:-put-1client put range-linearizable range-s
 WATCH_STREAMS="${WATCH_STREAMS:-10}"
 WATCHERS_PER_STREAM="${WATCHERS_PER_STREAM:-1000}"
 WATCH_PUTS="${WATCH_PUTS:-1000}"
+WATCH_MANY_PUTS="${WATCH_MANY_PUTS:-100}"
 WATCH_PUT_RATE="${WATCH_PUT_RATE:-100}"
 WATCH_BENCH_STREAMS="${WATCH_BENCH_STREAMS:-100}"
 WATCH_BENCH_WATCHERS_PER_STREAM="${WATCH_BENCH_WATCHERS_PER_STREAM:-100}"
@@ -157,8 +165,8 @@ workload_args() {
 	lease-keepalive) echo lease-keepalive --total="$TOTAL" ;;
 	# Latency from put to every watcher's event.
 	watch-latency) echo watch-latency --streams="$WATCH_STREAMS" --watchers-per-stream="$WATCHERS_PER_STREAM" \
-		--put-total="$WATCH_PUTS" --put-rate="$WATCH_PUT_RATE" --val-size="$VAL_SIZE" ;;
-	watch-latency-100) echo watch-latency --streams=1 --watchers-per-stream=100 \
+		--put-total="$WATCH_MANY_PUTS" --put-rate="$WATCH_PUT_RATE" --val-size="$VAL_SIZE" ;;
+	watch-latency-100) echo watch-latency --streams=10 --watchers-per-stream=10 \
 		--put-total="$WATCH_PUTS" --put-rate="$WATCH_PUT_RATE" --val-size="$VAL_SIZE" ;;
 	# Watch creation, then event delivery under concurrent puts. Sequential
 	# keys make the watched keys distinct (by default they are one key).
@@ -173,7 +181,7 @@ workload_args() {
 requests() {
 	case "$1" in
 	put-1client) echo "$TOTAL_ONE_CLIENT" ;;
-	watch-latency) echo $((WATCH_PUTS * WATCH_STREAMS * WATCHERS_PER_STREAM)) ;;
+	watch-latency) echo $((WATCH_MANY_PUTS * WATCH_STREAMS * WATCHERS_PER_STREAM)) ;;
 	watch-latency-100) echo $((WATCH_PUTS * 100)) ;;
 	watch) echo $((WATCH_BENCH_PUTS * WATCH_BENCH_STREAMS * WATCH_BENCH_WATCHERS_PER_STREAM / WATCH_BENCH_KEYS)) ;;
 	*) echo "$TOTAL" ;;
@@ -245,7 +253,7 @@ done
 # The sizes, for bench/table's row names and notes.
 for param in rounds=$ROUNDS members=$MEMBERS conns=$CONNS clients=$CLIENTS total=$TOTAL \
 	one_client_total=$TOTAL_ONE_CLIENT txn_ops=$TXN_OPS val_size=$VAL_SIZE \
-	watchers=$((WATCH_STREAMS * WATCHERS_PER_STREAM)) watch_puts=$WATCH_PUTS; do
+	watchers=$((WATCH_STREAMS * WATCHERS_PER_STREAM)) watch_puts=$WATCH_PUTS watch_many_puts=$WATCH_MANY_PUTS; do
 	add_value 0 - param "${param%%=*}" "${param#*=}"
 done
 

@@ -138,7 +138,10 @@
 // too); BloomBitsPerKey 10, whole-key filters skipped on the last level
 // because the MVCC layer only reads revisions it knows exist; Compression
 // lz4; WriteBufferSize 16 MiB; MaxWriteBuffers 4; MaxBackgroundJobs 4.
-// Fixed choices: dynamic level sizing (space amplification near 1.1),
+// Fixed choices: partitioned indexes and filters (4 KiB partitions, each
+// cached like a data block, under a pinned top-level index: a whole-file
+// index can outgrow a cache shard and is then read again on every Get),
+// dynamic level sizing (space amplification near 1.1),
 // 64 MiB compaction output files, 1 MiB bytes_per_sync for SST and WAL
 // writeback, RocksDB's own LOG at warning level.
 //

@@ -122,6 +122,11 @@ const minWriteBufferSize = 64 << 10
 // targetFileSize is the size of the SST files compactions write.
 const targetFileSize = 64 << 20
 
+// metadataBlockSize is the size of one partition of an SST's index or
+// filter: about a data block, so that one is as cheap to cache and to
+// evict as a data block.
+const metadataBlockSize = 4 << 10
+
 func (o Options) validate() error {
 	if o.BlockCacheSize <= 0 {
 		return fmt.Errorf("block cache size %d: must be positive", o.BlockCacheSize)
@@ -155,6 +160,20 @@ func (o Options) nativeOptions(cache *grocksdb.Cache) *grocksdb.Options {
 	table.SetBlockCache(cache)
 	table.SetCacheIndexAndFilterBlocks(true)
 	table.SetPinL0FilterAndIndexBlocksInCache(true)
+	// Partitioned index and filters: each SST's index and filter are cut
+	// into blocks of about metadataBlockSize, cached one by one under a
+	// small top-level index pinned with the table. With one index block
+	// per file, a compacted 52 MiB file had an index block too large for
+	// a shard of the block cache (64 MiB over 64 shards): RocksDB read,
+	// checksummed and lz4-decoded the whole index on every Get, 610 µs
+	// a Get, and a range of one key cost 8-10× etcd's CPU once a member
+	// had written a few hundred MiB (docs/performance.md, "A Get that
+	// read a whole index").
+	table.SetIndexType(grocksdb.KTwoLevelIndexSearchIndexType)
+	table.SetPartitionFilters(true)
+	table.SetMetadataBlockSize(metadataBlockSize)
+	table.SetPinTopLevelIndexAndFilter(true)
+	table.SetCacheIndexAndFilterBlocksWithHighPriority(true)
 	if o.BloomBitsPerKey > 0 {
 		// The table options take ownership of the policy.
 		table.SetFilterPolicy(grocksdb.NewBloomFilterFull(o.BloomBitsPerKey))

@@ -159,29 +159,44 @@ alive() {
 	done
 }
 
-# wait_ready TARGET: until every member is healthy, then checks that the
-# cluster answering on its ports is the one we started (a port taken by
-# another process between pick_ports and the start would otherwise send
-# the whole run to someone else's server).
-wait_ready() {
-	local target=$1 deadline=$((SECONDS + ready_timeout))
-	until "$etcdctl" --endpoints="$(endpoints "$target")" "${client_tls_flags[@]}" --command-timeout=2s \
-		endpoint health >/dev/null 2>&1; do
+# poll_ready TARGET DEADLINE FAILURE CMD...: runs CMD until it succeeds,
+# dying with FAILURE once DEADLINE (in $SECONDS) has passed or if a member
+# of TARGET exited.
+poll_ready() {
+	local target=$1 deadline=$2 failure=$3
+	shift 3
+	until "$@"; do
 		alive "$target"
-		((SECONDS < deadline)) || die "$target not healthy after ${ready_timeout}s; logs: $work/$target*.log"
+		((SECONDS < deadline)) || die "$failure; logs: $work/$target*.log"
 		sleep 0.2
 	done
 	alive "$target"
-	# Asked again until the deadline: once, right after a 3-member etcd
-	# passed its health check, this one check failed and ended a
-	# whole `make bench-table` run (a timeout or an election right after
-	# the start; the work directory, and so the cause, was gone).
-	until "$etcdctl" --endpoints="$(endpoint "$target")" "${client_tls_flags[@]}" --command-timeout=5s \
-		member list 2>/dev/null | grep -q ", $(member_name "$target" 0), "; do
-		alive "$target"
-		((SECONDS < deadline)) || die "$(endpoint "$target") is not our $target; logs: $work/$target*.log"
-		sleep 0.2
-	done
+}
+
+healthy() {
+	"$etcdctl" --endpoints="$(endpoints "$1")" "${client_tls_flags[@]}" --command-timeout=2s \
+		endpoint health >/dev/null 2>&1
+}
+
+# ours TARGET: member 0 of the cluster answering on TARGET's port has the
+# name we gave it.
+ours() {
+	"$etcdctl" --endpoints="$(endpoint "$1")" "${client_tls_flags[@]}" --command-timeout=5s \
+		member list 2>/dev/null | grep -q ", $(member_name "$1" 0), "
+}
+
+# wait_ready TARGET: until every member is healthy, then checks that the
+# cluster answering on its ports is the one we started (a port taken by
+# another process between pick_ports and the start would otherwise send
+# the whole run to someone else's server). The second check is also
+# asked again until the deadline: once, right after a 3-member etcd
+# passed its health check, a single try failed and ended a whole `make
+# bench-table` run (a timeout or an election right after the start; the
+# work directory, and so the cause, was gone).
+wait_ready() {
+	local target=$1 deadline=$((SECONDS + ready_timeout))
+	poll_ready "$target" "$deadline" "$target not healthy after ${ready_timeout}s" healthy "$target"
+	poll_ready "$target" "$deadline" "$(endpoint "$target") is not our $target" ours "$target"
 }
 
 # stop_server TARGET: SIGTERM to every member, and wait until all exited.

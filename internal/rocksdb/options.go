@@ -172,8 +172,7 @@ func (o Options) nativeOptions(cache *grocksdb.Cache) *grocksdb.Options {
 	table.SetIndexType(grocksdb.KTwoLevelIndexSearchIndexType)
 	table.SetPartitionFilters(true)
 	table.SetMetadataBlockSize(metadataBlockSize)
-	table.SetPinTopLevelIndexAndFilter(true)
-	table.SetCacheIndexAndFilterBlocksWithHighPriority(true)
+	table.SetPinTopLevelIndexAndFilter(true) // RocksDB's default; the above relies on it
 	if o.BloomBitsPerKey > 0 {
 		// The table options take ownership of the policy.
 		table.SetFilterPolicy(grocksdb.NewBloomFilterFull(o.BloomBitsPerKey))

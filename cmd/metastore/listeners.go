@@ -92,15 +92,13 @@ func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog
 				return fmt.Errorf("client TLS: %w", err)
 			}
 			out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
-				logger.Info("serving client traffic securely", "address", l.Addr().String(),
-					"grpc", kind != etcdcompat.ServeHTTPOnly, "http", kind != etcdcompat.ServeGRPCOnly)
+				logServing(logger, "serving client traffic securely", kind, l)
 				return clients.ServeTLS(l, gatewayTLS, kind)
 			}})
 			return nil
 		}
 		out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
-			logger.Info("serving client traffic insecurely; this is strongly discouraged!", "address", l.Addr().String(),
-				"grpc", kind != etcdcompat.ServeHTTPOnly, "http", kind != etcdcompat.ServeGRPCOnly)
+			logServing(logger, "serving client traffic insecurely; this is strongly discouraged!", kind, l)
 			return clients.ServeKind(l, kind)
 		}})
 		return nil
@@ -126,6 +124,23 @@ func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog
 		}})
 	}
 	return out, nil
+}
+
+// logServing logs what etcd logs when a client listener starts serving
+// (embed/serve.go), in its words and fields: "ready to serve client
+// requests", then how the listener serves. Operators' scripts and etcd's
+// own test framework wait for the first line; the member is ready
+// (published to the cluster) by the time a listener is served.
+func logServing(logger *slog.Logger, msg string, kind etcdcompat.ListenerKind, l net.Listener) {
+	traffic := "grpc+http"
+	switch kind {
+	case etcdcompat.ServeGRPCOnly:
+		traffic = "grpc"
+	case etcdcompat.ServeHTTPOnly:
+		traffic = "http"
+	}
+	logger.Info("ready to serve client requests")
+	logger.Info(msg, "traffic", traffic, "address", l.Addr().String())
 }
 
 func (cl clientListeners) close() {

@@ -333,3 +333,61 @@ feature-gates: InitialCorruptCheck=true
 		t.Errorf("log does not say the file replaces flags and variables")
 	}
 }
+
+// TestReadyToServeLogLines checks the start-up lines that operators'
+// scripts and etcd's own test framework wait for: once per client
+// listener, "ready to serve client requests", then "serving client
+// traffic insecurely; ..." with the listener's traffic (grpc, http or
+// grpc+http) and address, as etcd's embed package logs them.
+func TestReadyToServeLogLines(t *testing.T) {
+	ctx := testContext(t, testTimeout)
+	dir := t.TempDir()
+	p := freePorts(t, 5)
+	both := fmt.Sprintf("http://127.0.0.1:%d", p[0])
+	grpcOnly := fmt.Sprintf("http://127.0.0.1:%d", p[2])
+	httpOnly := fmt.Sprintf("http://127.0.0.1:%d", p[4])
+	// The first member serves gRPC and HTTP on one URL; the second splits
+	// them with --listen-client-http-urls.
+	m := startRaw(t, dir, memberFlags(dir, "m1", p[0], p[1]))
+	m.waitReady(ctx, both)
+	wantServing(ctx, t, m, map[string]string{both: "grpc+http"})
+
+	dir2 := t.TempDir()
+	args := append(memberFlags(dir2, "m2", p[2], p[3]), "--listen-client-http-urls="+httpOnly)
+	m2 := startRaw(t, dir2, args)
+	m2.waitReady(ctx, grpcOnly)
+	wantServing(ctx, t, m2, map[string]string{grpcOnly: "grpc", httpOnly: "http"})
+}
+
+// wantServing waits until m's log has one "ready to serve client
+// requests" line per listener in want (URL -> traffic) and, for each, the
+// "serving client traffic" line naming its address and traffic.
+func wantServing(ctx context.Context, t *testing.T, m *rawMember, want map[string]string) {
+	t.Helper()
+	m.pollUntil(ctx, func(context.Context) error {
+		ready, serving := 0, map[string]string{}
+		for _, line := range m.logLines() {
+			var entry map[string]any
+			if json.Unmarshal([]byte(line), &entry) != nil {
+				continue
+			}
+			switch msg, _ := entry["msg"].(string); {
+			case msg == "ready to serve client requests":
+				ready++
+			case strings.HasPrefix(msg, "serving client traffic insecurely"):
+				addr, _ := entry["address"].(string)
+				traffic, _ := entry["traffic"].(string)
+				serving["http://"+addr] = traffic
+			}
+		}
+		if ready != len(want) {
+			return fmt.Errorf("%d \"ready to serve client requests\" lines, want %d", ready, len(want))
+		}
+		for url, traffic := range want {
+			if serving[url] != traffic {
+				return fmt.Errorf("listener %s logged traffic %q, want %q (all: %v)", url, serving[url], traffic, serving)
+			}
+		}
+		return nil
+	})
+}

@@ -73,6 +73,15 @@ func (c *clusterService) MemberList(ctx context.Context, r *pb.MemberListRequest
 			return nil, toGRPCError(err)
 		}
 	}
+	// Then, as etcd's requireAuthInfo: with authentication on, any
+	// authenticated user may list the members, nobody anonymous.
+	if am, ok := c.srv.(AuthMember); ok {
+		if _, on := am.AuthRevision(); on {
+			if err := am.AuthCheckUser(ctx); err != nil {
+				return nil, toGRPCError(err)
+			}
+		}
+	}
 	return &pb.MemberListResponse{Header: c.header(), Members: toProtoMembers(c.srv.Members())}, nil
 }
 

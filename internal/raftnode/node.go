@@ -327,6 +327,16 @@ func (n *Node) Status() Status {
 	return st
 }
 
+// RaftStatus is raft's own view of the member (term, vote, commit,
+// state and, on a leader, each peer's progress), the value etcd publishes
+// as raft.status in /debug/vars. It takes raft's lock: for debugging, not
+// for request paths.
+func (n *Node) RaftStatus() raft.Status {
+	var st raft.Status
+	n.raft.with(func(rn *raft.RawNode) { st = rn.Status() })
+	return st
+}
+
 // Term is Status().Term, Leader Status().Leader and Indexes its
 // CommitIndex and AppliedIndex, without the rest: Status locks raft's log
 // storage and copies the configuration, which request paths (every

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	"go.etcd.io/raft/v3"
+
 	"github.com/metastore-io/metastore/internal/watch"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
@@ -18,6 +20,7 @@ var (
 	_ etcdcompat.Member               = clientMember{}
 	_ etcdcompat.RangeStreamMember    = clientMember{}
 	_ etcdcompat.ClusterVersionMember = clientMember{}
+	_ etcdcompat.RaftStatusMember     = clientMember{}
 )
 
 // ClientMember is the member as etcd's services (pkg/etcdcompat) see it.
@@ -27,6 +30,9 @@ func (m clientMember) HashKV(rev int64) (etcdcompat.HashKVResult, error) {
 	h, err := m.Server.HashKV(rev)
 	return etcdcompat.HashKVResult{Hash: h.Hash, Revision: h.Revision, CompactRevision: h.CompactRevision, HashRevision: h.HashRevision}, err
 }
+
+// RaftStatus is raft's own view of this member, for /debug/vars.
+func (m clientMember) RaftStatus() raft.Status { return m.node.RaftStatus() }
 
 func (m clientMember) Status() etcdcompat.MemberStatus {
 	st := m.Server.Status()

@@ -480,6 +480,7 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 		_ = json.NewEncoder(w).Encode(map[string]string{"etcdserver": EtcdServerVersion, "etcdcluster": clusterVersionOf(s.cfg.Member)})
 	})
 	mux.Handle(lockapi.PathPrefix, s.locks)
+	mux.HandleFunc(debugVarsPath, s.serveDebugVars)
 	s.handleObservability(mux)
 	if s.cfg.EnablePprof {
 		registerPprof(mux)

@@ -54,7 +54,8 @@ type Config struct {
 	// Prefix is where the queues live; DefaultPrefix when empty.
 	Prefix string
 	// LeaseTTL bounds how long a lock outlives the member serving its
-	// connection; DefaultLeaseTTL when zero.
+	// connection (and the election, when that member led: see the
+	// package doc); DefaultLeaseTTL when zero.
 	LeaseTTL time.Duration
 	// Heartbeat spaces the keep-alive lines of a /lock stream.
 	Heartbeat time.Duration

@@ -114,7 +114,9 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 // join grants the request's lease, starts renewing it and claims the
 // node's place in the resource's queue.
 func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender, error) {
-	grant, err := s.client.Grant(ctx, int64(math.Ceil(s.cfg.LeaseTTL.Seconds())))
+	grant, err := call(s, ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		return s.client.Grant(ctx, int64(math.Ceil(s.cfg.LeaseTTL.Seconds())))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
@@ -128,7 +130,9 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	}
 	c.renewedAt.Store(time.Now().UnixNano())
 	go c.renew(renewCtx)
-	c.place, err = queue.Claim(ctx, s.client, prefix, c.key, req.NodeID, grant.ID)
+	c.place, err = call(s, ctx, func(ctx context.Context) (queue.Place, error) {
+		return queue.Claim(ctx, s.client, prefix, c.key, req.NodeID, grant.ID)
+	})
 	if err != nil {
 		c.leave()
 		return nil, fmt.Errorf("claim a place: %w", err)
@@ -286,7 +290,7 @@ func (c *contender) waitOnce(ctx context.Context, st *stream, follow <-chan stri
 // confirm checks, once nobody is ahead, that the key is still this
 // request's: it may have expired or been taken over meanwhile.
 func (c *contender) confirm(ctx context.Context) (ending, bool, bool) {
-	resp, err := c.s.client.Get(ctx, c.key)
+	resp, err := call(c.s, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) { return c.s.client.Get(ctx, c.key) })
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return c.interrupted(), false, false
@@ -335,7 +339,7 @@ func (c *contender) followKey(ctx context.Context) <-chan string {
 			}
 			// The watch ended without a verdict (compaction, a cancel by
 			// the server): read the key, then watch again.
-			resp, err := c.s.client.Get(ctx, c.key)
+			resp, err := call(c.s, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) { return c.s.client.Get(ctx, c.key) })
 			switch {
 			case err != nil:
 				rev = next

@@ -29,6 +29,9 @@ const (
 	DefaultLeaseTTL     = 5 * time.Second
 	DefaultHeartbeat    = time.Second
 	DefaultWriteTimeout = 10 * time.Second
+	// DefaultRequestTimeout is the member's request timeout with etcd's
+	// default election timeout, 1 s (membererr.RequestTimeout).
+	DefaultRequestTimeout = 7 * time.Second
 	// maxBodyBytes bounds a request body; three fields of at most
 	// MaxFieldBytes and an error reason fit with room to spare.
 	maxBodyBytes = 64 << 10
@@ -37,6 +40,10 @@ const (
 	cleanupTimeout = 5 * time.Second
 	// retryPause spaces the re-checks of a waiter whose watch failed.
 	retryPause = 100 * time.Millisecond
+	// callMargin is how much longer than the member's request timeout a
+	// call may take: the member's own answer, with etcd's message, then
+	// arrives before the call's deadline ends it.
+	callMargin = time.Second
 )
 
 // Config configures a Service.
@@ -47,7 +54,8 @@ type Config struct {
 	// Prefix is where the queues live; DefaultPrefix when empty.
 	Prefix string
 	// LeaseTTL bounds how long a lock outlives the member serving its
-	// connection; DefaultLeaseTTL when zero.
+	// connection (and the election, when that member led: see the
+	// package doc); DefaultLeaseTTL when zero.
 	LeaseTTL time.Duration
 	// Heartbeat spaces the keep-alive lines of a /lock stream.
 	Heartbeat time.Duration
@@ -55,7 +63,12 @@ type Config struct {
 	// and (on Linux, TCP_USER_TIMEOUT) one whose host stops acknowledging
 	// them: a vanished client releases its lock within it.
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// RequestTimeout is the member's request timeout, within which it
+	// answers a call it cannot serve (no leader, no quorum); each call of
+	// the service is bounded by it and callMargin.
+	// DefaultRequestTimeout when zero.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
 	// Registerer receives the metastore_lock_* metrics; nil keeps them
 	// unregistered.
 	Registerer prometheus.Registerer
@@ -91,6 +104,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -208,6 +224,36 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// call makes one call to the member, bounded by its request timeout and
+// callMargin: without quorum the member answers within the former, with
+// etcd's error for the call. The error comes back with the member's
+// message as its text: clientv3 returns some of etcd's errors (the
+// deadline of a proposal raft never took) as a bare gRPC status, whose
+// text starts "rpc error: code =". A call the bound ends fails with etcd's
+// ErrTimeout: a linearizable read that arrives during a ReadIndex round
+// waits for the next one, up to twice the request timeout, and a member
+// that hangs never answers.
+func call[T any](s *Service, ctx context.Context, do func(context.Context) (T, error)) (T, error) {
+	bound := s.cfg.RequestTimeout + callMargin
+	callCtx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	resp, err := do(callCtx)
+	st, isStatus := err.(interface{ GRPCStatus() *status.Status })
+	switch {
+	case err != nil && ctx.Err() == nil && callCtx.Err() != nil:
+		err = fmt.Errorf("no answer within %v: %w", bound, rpctypes.ErrTimeout)
+	case isStatus:
+		err = memberError{st.GRPCStatus()}
+	}
+	return resp, err
+}
+
+// memberError is a gRPC status from the member, its message as its text.
+type memberError struct{ st *status.Status }
+
+func (e memberError) Error() string              { return e.st.Message() }
+func (e memberError) GRPCStatus() *status.Status { return e.st }
 
 // statusOf maps an error of the in-process client to an HTTP status: the
 // cluster being unable to serve (no leader, timeouts, stopping) is 503, a

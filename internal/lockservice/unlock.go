@@ -55,7 +55,9 @@ func (s *Service) serveUnlock(w http.ResponseWriter, r *http.Request) {
 func (s *Service) release(ctx context.Context, prefix, key string, req lockapi.UnlockRequest) (token int64, msg string, err error) {
 	token = req.Token
 	if token == 0 {
-		read, err := s.client.Get(ctx, key, clientv3.WithKeysOnly())
+		read, err := call(s, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+			return s.client.Get(ctx, key, clientv3.WithKeysOnly())
+		})
 		if err != nil {
 			return 0, "", err
 		}
@@ -65,11 +67,13 @@ func (s *Service) release(ctx context.Context, prefix, key string, req lockapi.U
 		}
 		token = own[0].CreateRevision
 	}
-	resp, err := s.client.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(key), "=", token),
-		clientv3.Compare(clientv3.CreateRevision(prefix), ">", token-1).WithPrefix(),
-	).Then(clientv3.OpDelete(key)).
-		Else(clientv3.OpGet(key, clientv3.WithKeysOnly()), clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)).Commit()
+	resp, err := call(s, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(key), "=", token),
+			clientv3.Compare(clientv3.CreateRevision(prefix), ">", token-1).WithPrefix(),
+		).Then(clientv3.OpDelete(key)).
+			Else(clientv3.OpGet(key, clientv3.WithKeysOnly()), clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)).Commit()
+	})
 	if err != nil {
 		return 0, "", err
 	}
@@ -103,8 +107,10 @@ func (s *Service) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prefix := s.queuePrefix(typ, resource)
-	resp, err := s.client.Get(withCredentials(r.Context(), r), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := call(s, withCredentials(r.Context(), r), func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return s.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	})
 	if err != nil {
 		s.fail(w, statusOf(err), fmt.Errorf("read the queue of %s:%s: %w", typ, resource, err))
 		return

@@ -22,6 +22,7 @@ import (
 	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/compactor"
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/membererr"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memlimit"
 	"github.com/metastore-io/metastore/internal/raftnode"
@@ -273,7 +274,7 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 		cluster:    membership.New(who.memberID, who.clusterID),
 		wait:       newWaitRegistry(),
 		reqIDs:     newRequestIDs(who.memberID, time.Now()),
-		reqTimeout: 5*time.Second + 2*time.Duration(cfg.ElectionTicks)*cfg.TickInterval,
+		reqTimeout: membererr.RequestTimeout(time.Duration(cfg.ElectionTicks) * cfg.TickInterval),
 		readyc:     make(chan struct{}),
 		stopping:   make(chan struct{}),
 		done:       make(chan struct{}),

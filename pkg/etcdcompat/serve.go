@@ -29,6 +29,7 @@ import (
 
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lockservice"
+	"github.com/metastore-io/metastore/internal/membererr"
 	"github.com/metastore-io/metastore/pkg/lockapi"
 )
 
@@ -176,7 +177,8 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	}
 	coord.register(gs)
 	coord.serve(gs)
-	locks, err := lockservice.New(lockservice.Config{Client: coord.client, Logger: cfg.Logger, Registerer: cfg.MetricsRegisterer})
+	locks, err := lockservice.New(lockservice.Config{Client: coord.client, Logger: cfg.Logger, Registerer: cfg.MetricsRegisterer,
+		RequestTimeout: membererr.RequestTimeout(cfg.Member.ElectionTimeout())})
 	if err != nil {
 		coord.close()
 		return nil, fmt.Errorf("lock service: %w", err)

@@ -59,6 +59,12 @@ func newCoordination(logger *slog.Logger) (*coordination, error) {
 		Endpoints: []string{loopbackEndpoint},
 		// clientv3 logs with zap; its retry chatter is not ours to show.
 		Logger: zap.NewNop(),
+		// One attempt per call, as etcd's in-process client (v3client,
+		// which calls the server directly) makes: clientv3 would retry a
+		// call the member gave up on after its request timeout, without
+		// quorum for ever, and hide the member's error. The services and
+		// the HTTP lock service retry where waiting is their job.
+		MaxUnaryRetries: 1,
 		DialOptions: []grpc.DialOption{
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 				return listener.DialContext(ctx)

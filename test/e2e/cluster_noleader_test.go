@@ -44,19 +44,8 @@ func TestClusterNoLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for {
-		st, err := mc.status(ctx, t, survivor)
-		if err != nil {
-			t.Fatalf("status of %s: %v", survivor.Name(), err)
-		}
-		if st.Leader == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s still follows %x with no quorum", survivor.Name(), st.Leader)
-		case <-time.After(pollInterval):
-		}
+	if err := survivor.WaitNoLeader(ctx, cli); err != nil {
+		t.Fatal(err)
 	}
 
 	start := time.Now()

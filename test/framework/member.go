@@ -271,6 +271,30 @@ func (m *Member) WaitReady(ctx context.Context) error {
 	}
 }
 
+// WaitNoLeader waits until m, asked through cli, reports in its
+// Maintenance status that it knows no leader: a member left without
+// quorum, once its election timeout has passed.
+func (m *Member) WaitNoLeader(ctx context.Context, cli *clientv3.Client) error {
+	poll := time.NewTicker(readyPollInterval)
+	defer poll.Stop()
+	for {
+		probeCtx, cancel := context.WithTimeout(ctx, readyProbeTimeout)
+		st, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Status(probeCtx, &pb.StatusRequest{})
+		cancel()
+		switch {
+		case err != nil:
+			return fmt.Errorf("status of member %s: %w", m.name, err)
+		case st.Leader == 0:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("member %s still follows %x: %w", m.name, st.Leader, ctx.Err())
+		case <-poll.C:
+		}
+	}
+}
+
 // probe runs probeReady with cli, or with a client of its own when cli is
 // nil.
 func (m *Member) probe(ctx context.Context, cli *clientv3.Client) error {

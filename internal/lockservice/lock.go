@@ -50,14 +50,7 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, err)
 		return
 	}
-	if !bindConnection(r.Context(), s.cfg.WriteTimeout, r.ProtoMajor == 1) {
-		s.log.Debug("no TCP_USER_TIMEOUT on this connection; a vanished client is noticed by TCP keep-alive", "remote", r.RemoteAddr)
-	}
-	if r.ProtoMajor == 1 {
-		// The connection's send buffer is now small (bindConnection):
-		// it carries no other request after this stream.
-		w.Header().Set("Connection", "close")
-	}
+	s.bindConnection(w, r)
 	s.streams.Add(1)
 	defer s.streams.Done()
 	// The request's context ends when the client's connection closes;
@@ -98,15 +91,34 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.metrics.acquisitions.Inc()
-	s.metrics.waitSeconds.Observe(time.Since(start).Seconds())
-	s.log.Debug("lock acquired", "lock", c.name, "node", c.node, "token", c.place.Rev)
 	if !c.valid.valid() {
 		end := c.expired()
 		s.metrics.abandoned.WithLabelValues(end.reason).Inc()
 		_ = st.send(end.event)
 		return
 	}
+	s.metrics.acquisitions.Inc()
+	s.metrics.waitSeconds.Observe(time.Since(start).Seconds())
+	s.holdLock(ctx, c, st, follow)
+}
+
+// bindConnection bounds how long a vanished or deaf client of the /lock
+// connection keeps its lock (see the function of that name).
+func (s *Service) bindConnection(w http.ResponseWriter, r *http.Request) {
+	if !bindConnection(r.Context(), s.cfg.WriteTimeout, r.ProtoMajor == 1) {
+		s.log.Debug("no TCP_USER_TIMEOUT on this connection; a vanished client is noticed by TCP keep-alive", "remote", r.RemoteAddr)
+	}
+	if r.ProtoMajor == 1 {
+		// The connection's send buffer is now small (bindConnection):
+		// it carries no other request after this stream.
+		w.Header().Set("Connection", "close")
+	}
+}
+
+// holdLock tells the client it holds the lock and keeps it until the
+// stream ends.
+func (s *Service) holdLock(ctx context.Context, c *contender, st *stream, follow <-chan string) {
+	s.log.Debug("lock acquired", "lock", c.name, "node", c.node, "token", c.place.Rev)
 	if err := st.acquired(c.place.Rev, c.valid.remaining()); err != nil {
 		s.metrics.releases.WithLabelValues(reasonDisconnect).Inc()
 		return
@@ -373,7 +385,11 @@ func (c *contender) hold(ctx context.Context, st *stream, follow <-chan string) 
 		case <-ctx.Done():
 			return c.interrupted()
 		case <-heartbeat.C:
-			if err := st.held(c.place.Rev, c.valid.remaining()); err != nil {
+			valid := c.valid.remaining()
+			if valid == 0 { // the timer is about to say so
+				return c.expired()
+			}
+			if err := st.held(c.place.Rev, valid); err != nil {
 				return c.brokenStream(err)
 			}
 		case <-c.valid.expired:

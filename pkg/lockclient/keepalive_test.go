@@ -48,10 +48,16 @@ func fakeService(t *testing.T, validMS int64, beats func(w http.ResponseWriter, 
 
 func quiet(http.ResponseWriter, *http.ResponseController) {}
 
-// lostWithin waits for l's Lost and checks it came no earlier than from
-// and with ErrKeepAliveTimeout.
-func lostWithin(t *testing.T, l *Lock, start time.Time, from time.Duration) {
+// lockThenLose locks through c and checks Lost fires no earlier than from
+// after the request, with ErrKeepAliveTimeout.
+func lockThenLose(t *testing.T, c *Client, from time.Duration) {
 	t.Helper()
+	start := time.Now()
+	l, err := c.Lock(context.Background(), Request{Type: "t", ResourceID: "r", NodeID: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
 	select {
 	case <-l.Lost():
 	case <-time.After(from + lateBound):
@@ -69,13 +75,7 @@ func lostWithin(t *testing.T, l *Lock, start time.Time, from time.Duration) {
 // receipt of acquired plus its valid_ms, not sooner.
 func TestLostAtValidityDeadline(t *testing.T) {
 	c := fakeService(t, 300, quiet)
-	start := time.Now()
-	l, err := c.Lock(context.Background(), Request{Type: "t", ResourceID: "r", NodeID: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	lostWithin(t, l, start, 300*time.Millisecond)
+	lockThenLose(t, c, 300*time.Millisecond)
 }
 
 // Each held event moves the deadline; blank keep-alives from a service
@@ -94,13 +94,7 @@ func TestHeldEventsMoveTheDeadline(t *testing.T) {
 			_ = rc.Flush()
 		}
 	})
-	start := time.Now()
-	l, err := c.Lock(context.Background(), Request{Type: "t", ResourceID: "r", NodeID: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	lostWithin(t, l, start, beats*100*time.Millisecond+300*time.Millisecond)
+	lockThenLose(t, c, beats*100*time.Millisecond+300*time.Millisecond)
 }
 
 // A service that reports no validity: any line, blank or not, moves the
@@ -114,13 +108,7 @@ func TestKeepAliveTimeoutWithoutValidity(t *testing.T) {
 			_ = rc.Flush()
 		}
 	})
-	start := time.Now()
-	l, err := c.Lock(context.Background(), Request{Type: "t", ResourceID: "r", NodeID: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	lostWithin(t, l, start, beats*100*time.Millisecond+200*time.Millisecond)
+	lockThenLose(t, c, beats*100*time.Millisecond+200*time.Millisecond)
 }
 
 // Do cancels the critical section's context when the lock is lost, and

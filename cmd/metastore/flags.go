@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/metastore-io/metastore/internal/gcheadroom"
+	"github.com/metastore-io/metastore/internal/lockservice"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 )
@@ -37,6 +38,7 @@ type options struct {
 	snapshotCount            uint64
 	maxRequestBytes          uint
 	maxSendBytes             int
+	lockServiceLockDelay     time.Duration
 	maxTxnOps                uint
 	compactionBatchLimit     int
 	heartbeatMs              uint
@@ -108,6 +110,8 @@ func (o *options) registerMember(fs *pflag.FlagSet) {
 	// MetaStore's own: etcd's server has no such flag (its grpc-proxy's
 	// --max-send-bytes is the client side of a proxy).
 	fs.IntVar(&o.maxSendBytes, "experimental-max-send-bytes", math.MaxInt32, "MetaStore only: largest message the gRPC server sends a client, in bytes (etcd's fixed math.MaxInt32 by default); a range whose response would be larger is refused with ResourceExhausted before it is built.")
+	// MetaStore's own: etcd has no HTTP lock service.
+	fs.DurationVar(&o.lockServiceLockDelay, "lock-service-lock-delay", lockservice.DefaultLockDelay, "MetaStore only: the HTTP lock service's lock delay: a holder is told to stop believing it holds the lock at least this long before anybody else can be granted it after a failure (a frozen or cut-off member, a vanished client). Must be above 0 and below the lock lease's TTL·0.98 less a renewal period.")
 	fs.UintVar(&o.maxTxnOps, "max-txn-ops", 128, "Maximum number of operations permitted in a transaction.")
 	fs.IntVar(&o.compactionBatchLimit, "compaction-batch-limit", 1000, "CompactionBatchLimit sets the maximum revisions deleted in each compaction batch.")
 	fs.UintVar(&o.heartbeatMs, "heartbeat-interval", 100, "Time (in milliseconds) of a heartbeat interval.")
@@ -282,6 +286,10 @@ func (o *options) validateLimits() error {
 	}
 	if o.maxLearners < 1 {
 		return fmt.Errorf("--max-learners must be at least 1")
+	}
+	if most := lockservice.MaxLockDelay(lockservice.DefaultLeaseTTL); o.lockServiceLockDelay <= 0 || o.lockServiceLockDelay >= most {
+		return fmt.Errorf("--lock-service-lock-delay %v: must be above 0 and below %v (the %v lock lease's TTL·(1−2·0.01) less a renewal period)",
+			o.lockServiceLockDelay, most, lockservice.DefaultLeaseTTL)
 	}
 	if o.maxTxnOps == 0 {
 		return fmt.Errorf("--max-txn-ops must be greater than 0")

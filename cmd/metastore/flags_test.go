@@ -150,3 +150,24 @@ func FuzzLoadConfigFile(f *testing.F) {
 		_, _ = loadConfigFile(fs, path)
 	})
 }
+
+// TestLockServiceLockDelay: the lock delay is validated against the lock
+// lease: above 0 and below its TTL·(1−2ρ) less a renewal period (4.4 s).
+func TestLockServiceLockDelay(t *testing.T) {
+	for _, c := range []struct {
+		arg string
+		ok  bool
+	}{{"", true}, {"--lock-service-lock-delay=2s", true}, {"--lock-service-lock-delay=0", false}, {"--lock-service-lock-delay=4.4s", false}} {
+		args := []string{"--name=m"}
+		if c.arg != "" {
+			args = append(args, c.arg)
+		}
+		o, _, err := parse(t, args...)
+		if err == nil {
+			err = o.validateLimits()
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("%q: %v, want ok=%v", c.arg, err, c.ok)
+		}
+	}
+}

@@ -204,6 +204,7 @@ func (o *options) serverConfig(certs materials, registry *prometheus.Registry, l
 			MetricsRegisterer: registry,
 			ExtensiveMetrics:  o.metrics == "extensive",
 			EnablePprof:       o.pprofEnabled(),
+			LockDelay:         o.lockServiceLockDelay,
 
 			MaxConcurrentStreams: o.listen.maxConcurrentStreams,
 			KeepAliveMinTime:     o.listen.keepAliveMinTime,

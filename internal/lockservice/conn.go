@@ -39,12 +39,20 @@ func tcpConnOf(c net.Conn) *net.TCPConn {
 // FIN or RST ever comes) fail the connection within timeout: the kernel
 // aborts a TCP connection whose sent data (the stream's heartbeats) stays
 // unacknowledged that long, instead of retransmitting for many minutes.
-// It reports whether the bound could be set.
-func bindConnection(ctx context.Context, timeout time.Duration) bool {
+// With smallBuffer (an HTTP/1 connection, which carries this stream
+// alone) it also shrinks the connection's send buffer to lockSendBuffer,
+// so that a client that stops reading is noticed once its receive buffer
+// and this small one are full of padded heartbeats, instead of after the
+// megabytes the kernel's send autotuning would otherwise queue. It
+// reports whether the timeout could be set.
+func bindConnection(ctx context.Context, timeout time.Duration, smallBuffer bool) bool {
 	c, _ := ctx.Value(connKey{}).(net.Conn)
 	tcp := tcpConnOf(c)
 	if tcp == nil {
 		return false
+	}
+	if smallBuffer {
+		_ = tcp.SetWriteBuffer(lockSendBuffer) // without it only the bound is longer
 	}
 	return setUserTimeout(tcp, timeout) == nil
 }

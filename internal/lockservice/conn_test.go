@@ -41,7 +41,7 @@ func TestBindConnectionReachesTheTCPSocket(t *testing.T) {
 		"tls+cmux": &cmux.MuxConn{Conn: tls.Server(accepted, &tls.Config{})},
 	} {
 		ctx := ConnContext(context.Background(), wrapped)
-		if !bindConnection(ctx, 7*time.Second) {
+		if !bindConnection(ctx, 7*time.Second, true) {
 			t.Fatalf("%s: the TCP connection was not found", name)
 		}
 		got, err := userTimeout(accepted.(*net.TCPConn))
@@ -49,7 +49,7 @@ func TestBindConnectionReachesTheTCPSocket(t *testing.T) {
 			t.Fatalf("%s: TCP_USER_TIMEOUT %v, %v; want 7s", name, got, err)
 		}
 	}
-	if bindConnection(context.Background(), time.Second) {
+	if bindConnection(context.Background(), time.Second, true) {
 		t.Fatal("bound a connection that is not in the context")
 	}
 }

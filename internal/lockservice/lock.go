@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -28,8 +28,7 @@ type contender struct {
 	place  queue.Place
 	creds  context.Context // the caller's credentials, without its cancellation
 	ttl    time.Duration   // the lease's granted TTL
-
-	renewedAt atomic.Int64 // unix nanoseconds of the grant or last renewal
+	valid  *validity       // how long the lease may be believed to hold
 
 	stopKeepAlive  context.CancelFunc
 	keepAliveEnded chan struct{} // closed when the lease stops being renewed
@@ -51,9 +50,7 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, err)
 		return
 	}
-	if !bindConnection(r.Context(), s.cfg.WriteTimeout) {
-		s.log.Debug("no TCP_USER_TIMEOUT on this connection; a vanished client is noticed by TCP keep-alive", "remote", r.RemoteAddr)
-	}
+	s.bindConnection(w, r)
 	s.streams.Add(1)
 	defer s.streams.Done()
 	// The request's context ends when the client's connection closes;
@@ -77,7 +74,7 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("%s is held by another node", c.name)})
 		return
 	}
-	st := newStream(w, s.cfg.WriteTimeout)
+	st := newStream(w, s.cfg, req.ReportValidity)
 	follow := c.followKey(ctx)
 	if c.place.Ahead > 0 {
 		if err := st.send(lockapi.Event{Status: lockapi.StatusQueued, Position: c.place.Ahead}); err != nil {
@@ -94,10 +91,35 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !c.valid.valid() {
+		end := c.expired()
+		s.metrics.abandoned.WithLabelValues(end.reason).Inc()
+		_ = st.send(end.event)
+		return
+	}
 	s.metrics.acquisitions.Inc()
 	s.metrics.waitSeconds.Observe(time.Since(start).Seconds())
+	s.holdLock(ctx, c, st, follow)
+}
+
+// bindConnection bounds how long a vanished or deaf client of the /lock
+// connection keeps its lock (see the function of that name).
+func (s *Service) bindConnection(w http.ResponseWriter, r *http.Request) {
+	if !bindConnection(r.Context(), s.cfg.WriteTimeout, r.ProtoMajor == 1) {
+		s.log.Debug("no TCP_USER_TIMEOUT on this connection; a vanished client is noticed by TCP keep-alive", "remote", r.RemoteAddr)
+	}
+	if r.ProtoMajor == 1 {
+		// The connection's send buffer is now small (bindConnection):
+		// it carries no other request after this stream.
+		w.Header().Set("Connection", "close")
+	}
+}
+
+// holdLock tells the client it holds the lock and keeps it until the
+// stream ends.
+func (s *Service) holdLock(ctx context.Context, c *contender, st *stream, follow <-chan string) {
 	s.log.Debug("lock acquired", "lock", c.name, "node", c.node, "token", c.place.Rev)
-	if err := st.send(lockapi.Event{Status: lockapi.StatusAcquired, Acquired: true, Token: c.place.Rev}); err != nil {
+	if err := st.acquired(c.place.Rev, c.valid.remaining()); err != nil {
 		s.metrics.releases.WithLabelValues(reasonDisconnect).Inc()
 		return
 	}
@@ -114,6 +136,7 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 // join grants the request's lease, starts renewing it and claims the
 // node's place in the resource's queue.
 func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender, error) {
+	sent := time.Now()
 	grant, err := call(s, ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
 		return s.client.Grant(ctx, int64(math.Ceil(s.cfg.LeaseTTL.Seconds())))
 	})
@@ -123,12 +146,13 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	prefix := s.queuePrefix(req.Type, req.ResourceID)
 	creds := context.WithoutCancel(ctx)
 	renewCtx, stop := context.WithCancel(creds)
+	ttl := time.Duration(grant.TTL) * time.Second
 	c := &contender{
 		s: s, name: req.Type + ":" + req.ResourceID, node: req.NodeID,
 		prefix: prefix, key: nodeKey(prefix, req.NodeID), lease: grant.ID, creds: creds,
-		ttl: time.Duration(grant.TTL) * time.Second, stopKeepAlive: stop, keepAliveEnded: make(chan struct{}),
+		ttl: ttl, valid: newValidity(sent, ttl, s.cfg.LockDelay),
+		stopKeepAlive: stop, keepAliveEnded: make(chan struct{}),
 	}
-	c.renewedAt.Store(time.Now().UnixNano())
 	go c.renew(renewCtx)
 	c.place, err = call(s, ctx, func(ctx context.Context) (queue.Place, error) {
 		return queue.Claim(ctx, s.client, prefix, c.key, req.NodeID, grant.ID)
@@ -140,59 +164,100 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	return c, nil
 }
 
-// renew keeps the lease alive every third of its TTL until ctx ends. Each
-// renewal is its own call carrying the caller's credentials (clientv3's
-// shared keep-alive stream carries none, and with authentication on the
-// member wants them). It closes keepAliveEnded when it stops: the lease is
-// gone, or could not be renewed for a whole TTL, or the request ended.
+// renewal is the answer to one keep-alive sent at sent.
+type renewal struct {
+	sent time.Time
+	ttl  int64
+	err  error
+}
+
+// renew keeps the lease alive until ctx ends, the lease is gone, or the
+// validity's deadline passes (then the lease is left to expire: that is
+// what keeps the lock delay between the holder's deadline and the next
+// grant). It renews every renewEvery; while a renewal is unanswered or
+// failed it sends another every renewRetry, each with its own
+// renewCallTimeout, so a slow answer does not hold up the next and a
+// leader change is ridden through with the first renewal the new leader
+// answers. Each renewal is its own call carrying the caller's credentials
+// (clientv3's shared keep-alive stream carries none, and with
+// authentication on the member wants them). It closes keepAliveEnded when
+// it stops.
 func (c *contender) renew(ctx context.Context) {
 	defer close(c.keepAliveEnded)
-	every := c.ttl / 3
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	defer c.valid.stop()
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	results := make(chan renewal, maxRenewCalls)
+	inFlight := 0
+	next := time.NewTimer(renewEvery(c.ttl))
+	defer next.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-		}
-		callCtx, cancel := context.WithTimeout(ctx, every)
-		resp, err := c.s.client.KeepAliveOnce(callCtx, c.lease)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
+		case <-c.valid.expired:
+			c.s.log.Warn("lock lease not renewed in time; the member stops believing it and lets it expire",
+				"lock", c.name, "node", c.node)
 			return
-		case err == nil && resp.TTL > 0:
-			c.renewedAt.Store(time.Now().UnixNano())
-		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
-			return // expired or revoked
-		case time.Since(c.renewed()) >= c.ttl:
-			c.s.log.Warn("lock lease not renewed for a whole TTL", "lock", c.name, "node", c.node, "error", err)
-			return
+		case <-next.C:
+			next.Reset(renewRetry) // until a renewal is confirmed
+			if inFlight < maxRenewCalls {
+				inFlight++
+				calls.Add(1)
+				go func() { defer calls.Done(); results <- c.renewOnce(ctx) }()
+			}
+		case r := <-results:
+			inFlight--
+			switch {
+			case ctx.Err() != nil:
+				return
+			case r.err == nil && r.ttl > 0:
+				c.valid.confirm(r.sent, time.Duration(r.ttl)*time.Second)
+				next.Reset(renewEvery(c.ttl))
+			case r.err == nil, errors.Is(r.err, rpctypes.ErrLeaseNotFound):
+				return // expired or revoked
+			default:
+				c.s.log.Debug("lock lease renewal failed, retrying", "lock", c.name, "node", c.node, "error", r.err)
+			}
 		}
 	}
 }
 
-func (c *contender) renewed() time.Time { return time.Unix(0, c.renewedAt.Load()) }
+// renewOnce sends one keep-alive, recording when it was sent: the leader
+// received it no earlier, so the lease lives at least a TTL from then.
+func (c *contender) renewOnce(ctx context.Context) renewal {
+	ctx, cancel := context.WithTimeout(ctx, renewCallTimeout)
+	defer cancel()
+	sent := time.Now()
+	resp, err := c.s.client.KeepAliveOnce(ctx, c.lease)
+	if err != nil {
+		return renewal{sent: sent, err: err}
+	}
+	return renewal{sent: sent, ttl: resp.TTL}
+}
 
-// renewing reports whether the lease is being renewed on schedule: the
-// renewal loop runs and the last renewal is under half a TTL old (it
-// renews every third).
+// renewing reports whether the lease is being renewed and may still be
+// believed to hold.
 func (c *contender) renewing() bool {
 	select {
 	case <-c.keepAliveEnded:
 		return false
 	default:
-		return time.Since(c.renewed()) < c.ttl/2
+		return c.valid.valid()
 	}
 }
 
 // leave stops renewing and revokes the lease, which deletes the key unless
-// a newer request of the same node took it over.
+// a newer request of the same node took it over. A lease past its
+// validity's deadline is not revoked but left to expire: its holder may
+// only just have stopped believing it holds, and revoking would grant the
+// lock to the next waiter sooner than the lock delay after that.
 func (c *contender) leave() {
 	c.stopKeepAlive()
 	<-c.keepAliveEnded
-	c.s.revoke(c.creds, c.lease)
+	if c.valid.valid() {
+		c.s.revoke(c.creds, c.lease)
+	}
 }
 
 // revoke drops a lease with the caller's credentials from ctx, bounded and
@@ -237,6 +302,14 @@ func (c *contender) lost() ending {
 		Error: "the lease expired: the member could not renew it"}}
 }
 
+// expired is the ending of a contender whose validity's deadline passed:
+// the member could not get a renewal confirmed in time, so the lock must
+// be assumed lost although the lease may still live for the lock delay.
+func (c *contender) expired() ending {
+	return ending{reasonLost, lockapi.Event{Status: lockapi.StatusLost, Token: c.place.Rev,
+		Error: "the member could not renew the lease in time: the lock must be assumed lost"}}
+}
+
 // wait blocks until nobody is ahead in the queue, writing heartbeats. It
 // reports acquired, or why the wait ended.
 func (c *contender) wait(ctx context.Context, st *stream, follow <-chan string) (ending, bool) {
@@ -272,6 +345,8 @@ func (c *contender) waitOnce(ctx context.Context, st *stream, follow <-chan stri
 			}
 		case cause := <-follow:
 			return c.gone(cause, false), false, false
+		case <-c.valid.expired:
+			return c.expired(), false, false
 		case <-c.keepAliveEnded:
 			return c.lost(), false, false
 		case err := <-result:
@@ -305,7 +380,7 @@ func (c *contender) confirm(ctx context.Context) (ending, bool, bool) {
 }
 
 // hold keeps the lock until the client disconnects, /unlock deletes the
-// key, or the lease is lost.
+// key, or the lease is lost or its validity's deadline passes.
 func (c *contender) hold(ctx context.Context, st *stream, follow <-chan string) ending {
 	heartbeat := time.NewTicker(c.s.cfg.Heartbeat)
 	defer heartbeat.Stop()
@@ -314,12 +389,21 @@ func (c *contender) hold(ctx context.Context, st *stream, follow <-chan string) 
 		case <-ctx.Done():
 			return c.interrupted()
 		case <-heartbeat.C:
-			if err := st.heartbeat(); err != nil {
+			valid := c.valid.remaining()
+			if valid == 0 { // the timer is about to say so
+				return c.expired()
+			}
+			if err := st.held(c.place.Rev, valid); err != nil {
 				return c.brokenStream(err)
 			}
+		case <-c.valid.expired:
+			return c.expired()
 		case cause := <-follow:
 			return c.gone(cause, true)
 		case <-c.keepAliveEnded:
+			if !c.valid.valid() {
+				return c.expired()
+			}
 			return c.lost()
 		}
 	}

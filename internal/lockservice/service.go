@@ -32,6 +32,23 @@ const (
 	// DefaultRequestTimeout is the member's request timeout with etcd's
 	// default election timeout, 1 s (membererr.RequestTimeout).
 	DefaultRequestTimeout = 7 * time.Second
+	// DefaultLockDelay is D, the gap kept between the moment a holder
+	// must stop believing it holds and the earliest grant to anybody
+	// else after a failure (docs/coordination-safety.md). It covers what
+	// the holder's own deadline cannot see: the last keep-alive line's
+	// time in transit and the holder's scheduling delay in acting on its
+	// deadline. A second is some hundred times a loaded LAN's delay and
+	// more than a stop-the-world pause of a healthy Go or JVM client,
+	// while leaving a 5 s lease 3.9 s of validity per renewal, with
+	// renewals every 0.5 s.
+	DefaultLockDelay = time.Second
+	// DefaultHeartbeatPadding is the spaces written with each keep-alive
+	// of a held lock. With lockSendBuffer, a holder that stops reading
+	// fills about 190 KB of buffers (Linux's default 128 KiB receive
+	// buffer and the member's side) in some 12 s of 16 KiB heartbeats;
+	// the write that then blocks fails after WriteTimeout: 22 s measured,
+	// 30 s documented. It costs 16 KiB/s per held lock on the wire.
+	DefaultHeartbeatPadding = 16 << 10
 	// maxBodyBytes bounds a request body; three fields of at most
 	// MaxFieldBytes and an error reason fit with room to spare.
 	maxBodyBytes = 64 << 10
@@ -44,7 +61,25 @@ const (
 	// call may take: the member's own answer, with etcd's message, then
 	// arrives before the call's deadline ends it.
 	callMargin = time.Second
+	// renewRetry spaces the keep-alives sent while none is confirmed;
+	// each has renewCallTimeout, so up to maxRenewCalls are in flight.
+	renewRetry       = 300 * time.Millisecond
+	renewCallTimeout = time.Second
+	maxRenewCalls    = 4
+	// lockSendBuffer is the send buffer of a /lock connection (the kernel
+	// doubles it for its bookkeeping): small, so that a client that stops
+	// reading fills it quickly (bindConnection).
+	lockSendBuffer = 4 << 10
 )
+
+// renewEvery is the renewal period of a lease of ttl when all goes well:
+// a tenth of it (0.5 s for 5 s). Short, because after a leader dies its
+// lock leases are believed only until the last confirmed renewal's send
+// plus ttl·(1−2ρ) − D (3.9 s), and the renewal answered by the new leader
+// (elected 1 to 2.5 s after the death) must arrive before that: with a
+// renewal at most 0.5 s old at the death and one sent every renewRetry
+// meanwhile, it does with some 0.6 s to spare.
+func renewEvery(ttl time.Duration) time.Duration { return ttl / 10 }
 
 // Config configures a Service.
 type Config struct {
@@ -61,14 +96,27 @@ type Config struct {
 	Heartbeat time.Duration
 	// WriteTimeout drops a client whose stream writes block that long,
 	// and (on Linux, TCP_USER_TIMEOUT) one whose host stops acknowledging
-	// them: a vanished client releases its lock within it.
+	// them: a vanished client releases its lock within WriteTimeout plus
+	// Heartbeat. It must be at least LeaseTTL, so that a client dropped
+	// this way has stopped believing it holds (its validity runs out
+	// sooner) at least LockDelay before the lock is released.
 	WriteTimeout time.Duration
 	// RequestTimeout is the member's request timeout, within which it
 	// answers a call it cannot serve (no leader, no quorum); each call of
 	// the service is bounded by it and callMargin.
 	// DefaultRequestTimeout when zero.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// LockDelay is D: a holder is told to stop believing it holds the
+	// lock (its validity runs out) at least D before anybody else can be
+	// granted it after a failure. DefaultLockDelay when zero; it must be
+	// below LeaseTTL·(1−2ρ) less a renewal period.
+	LockDelay time.Duration
+	// HeartbeatPadding is how many bytes each keep-alive of a held lock
+	// is padded to (DefaultHeartbeatPadding when zero, none when
+	// negative): it bounds how long a holder that stops reading keeps
+	// the lock.
+	HeartbeatPadding int
+	Logger           *slog.Logger
 	// Registerer receives the metastore_lock_* metrics; nil keeps them
 	// unregistered.
 	Registerer prometheus.Registerer
@@ -108,6 +156,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.LockDelay == 0 {
+		cfg.LockDelay = DefaultLockDelay
+	}
+	if cfg.HeartbeatPadding == 0 {
+		cfg.HeartbeatPadding = DefaultHeartbeatPadding
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("lockservice: %w", err)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -118,6 +175,26 @@ func New(cfg Config) (*Service, error) {
 	stopping, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, client: cfg.Client, log: cfg.Logger.With("component", "lockservice"),
 		metrics: m, stopping: stopping, stop: stop}, nil
+}
+
+// validate checks the bounds hold together: a lease must leave its holder
+// some validity after each renewal, and a dropped client must be out of
+// validity before its lock is released.
+func (cfg Config) validate() error {
+	if max := MaxLockDelay(cfg.LeaseTTL); cfg.LockDelay < 0 || cfg.LockDelay >= max {
+		return fmt.Errorf("lock delay %v: must be at least 0 and below %v for a %v lease (its TTL·(1−2ρ) less a renewal period)",
+			cfg.LockDelay, max, cfg.LeaseTTL)
+	}
+	if cfg.WriteTimeout < cfg.LeaseTTL {
+		return fmt.Errorf("write timeout %v: must be at least the lease TTL %v", cfg.WriteTimeout, cfg.LeaseTTL)
+	}
+	return nil
+}
+
+// MaxLockDelay is the lock delay a lease of ttl cannot reach: past it a
+// holder would be out of validity before its next renewal.
+func MaxLockDelay(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*(1-2*driftRate)) - renewEvery(ttl)
 }
 
 // Close ends every /lock stream (their leases are revoked, releasing the

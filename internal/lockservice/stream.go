@@ -1,6 +1,7 @@
 package lockservice
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -17,15 +18,27 @@ type stream struct {
 	rc      *http.ResponseController
 	timeout time.Duration
 	enc     *json.Encoder
+	// report sends "held" events with the validity instead of blank
+	// keep-alives (lockapi.LockRequest.ReportValidity).
+	report bool
+	// padding is written with each keep-alive while held: a line of
+	// spaces, which readers skip, sized so that a holder that stops
+	// reading fills its socket's buffers (see Config.HeartbeatPadding).
+	padding []byte
 }
 
-func newStream(w http.ResponseWriter, timeout time.Duration) *stream {
+func newStream(w http.ResponseWriter, cfg Config, report bool) *stream {
 	h := w.Header()
 	h.Set("Content-Type", lockapi.ContentTypeStream)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	return &stream{w: w, rc: http.NewResponseController(w), timeout: timeout, enc: json.NewEncoder(w)}
+	var padding []byte
+	if cfg.HeartbeatPadding > 0 {
+		padding = append(bytes.Repeat([]byte(" "), cfg.HeartbeatPadding-1), '\n')
+	}
+	return &stream{w: w, rc: http.NewResponseController(w), timeout: cfg.WriteTimeout, enc: json.NewEncoder(w),
+		report: report, padding: padding}
 }
 
 func (st *stream) deadline() {
@@ -50,4 +63,28 @@ func (st *stream) heartbeat() error {
 		return err
 	}
 	return st.rc.Flush()
+}
+
+// acquired tells the client it holds the lock, for valid more when it
+// asked for the validity.
+func (st *stream) acquired(token int64, valid time.Duration) error {
+	ev := lockapi.Event{Status: lockapi.StatusAcquired, Acquired: true, Token: token}
+	if st.report {
+		ev.ValidMS = valid.Milliseconds()
+	}
+	return st.send(ev)
+}
+
+// held writes the keep-alive of a held lock: the padding, then a blank
+// line or, when the client asked for the validity, a "held" event saying
+// it holds for valid more from now.
+func (st *stream) held(token int64, valid time.Duration) error {
+	st.deadline()
+	if _, err := st.w.Write(st.padding); err != nil {
+		return err
+	}
+	if !st.report {
+		return st.heartbeat()
+	}
+	return st.send(lockapi.Event{Status: lockapi.StatusHeld, Acquired: true, Token: token, ValidMS: valid.Milliseconds()})
 }

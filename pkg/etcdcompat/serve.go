@@ -75,6 +75,10 @@ type Config struct {
 	// --enable-pprof). Off by default: a CPU profile or trace costs the
 	// server CPU and anyone who can reach the client port can start one.
 	EnablePprof bool
+	// LockDelay is the HTTP lock service's lock delay
+	// (--lock-service-lock-delay; lockservice.Config.LockDelay, its
+	// default when zero).
+	LockDelay time.Duration
 	// MetricsRegisterer receives the collectors of services living here:
 	// etcd's client-facing series (grpc_server_*, etcd_network_client_*,
 	// ...) and the HTTP lock service's; nil leaves them unregistered.
@@ -177,7 +181,8 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	}
 	coord.register(gs)
 	coord.serve(gs)
-	locks, err := lockservice.New(lockservice.Config{Client: coord.client, Logger: cfg.Logger, Registerer: cfg.MetricsRegisterer,
+	locks, err := lockservice.New(lockservice.Config{Client: coord.client, LockDelay: cfg.LockDelay,
+		Logger: cfg.Logger, Registerer: cfg.MetricsRegisterer,
 		RequestTimeout: membererr.RequestTimeout(cfg.Member.ElectionTimeout())})
 	if err != nil {
 		coord.close()

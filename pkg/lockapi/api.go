@@ -8,11 +8,25 @@
 //
 // The answer is a stream of JSON lines (application/x-ndjson): zero or one
 // "queued" event with the number of contenders ahead, then "acquired" with
-// the fencing token, then, while the lock is held, blank keep-alive lines;
-// the stream ends with "released", "lost" or "superseded". The lock is held
+// the fencing token, then, while the lock is held, keep-alive lines; the
+// stream ends with "released", "lost" or "superseded". The lock is held
 // exactly as long as this response is being read: closing the connection
 // releases it (or leaves the queue). Errors found before the stream starts
 // are ordinary HTTP errors with an Error body.
+//
+// Keep-alive lines are blank (spaces, then a newline: readers skip them),
+// padded while the lock is held so that a holder that stops reading fills
+// its socket's buffers and is dropped (internal/lockservice's doc gives
+// the bound). A request with "ReportValidity":true gets, besides the
+// padding, a "held" event in place of each keep-alive, and valid_ms on
+// the acquired event: how long the holder may still believe it holds.
+//
+//	{"status":"acquired","acquired":true,"skip":false,"token":41,"valid_ms":3897}
+//	{"status":"held","acquired":true,"skip":false,"token":41,"valid_ms":3120}
+//
+// A holder past receipt + valid_ms of its last line must assume the lock
+// lost, whatever the stream says later; the member writes "lost" when its
+// own deadline passes.
 //
 // The holder releases with
 //
@@ -50,6 +64,12 @@ type LockRequest struct {
 	// NoWait asks for an answer without queueing: 409 with the position
 	// when someone else holds the lock.
 	NoWait bool `json:"NoWait,omitempty"`
+	// ReportValidity asks for the holder's validity: the acquired event
+	// and, in place of each blank keep-alive line while the lock is held,
+	// a "held" event carry ValidMS. Without it the keep-alives stay blank
+	// lines, because clients written before it (and scripts) take any
+	// non-blank line after "acquired" for the end of the stream.
+	ReportValidity bool `json:"ReportValidity,omitempty"`
 }
 
 // Validate names the first missing or oversized field.
@@ -73,6 +93,7 @@ func validateFields(typ, resource, node string) error {
 const (
 	StatusQueued     = "queued"     // waiting; Position contenders ahead
 	StatusAcquired   = "acquired"   // held; Token is the fencing token
+	StatusHeld       = "held"       // still held, for ValidMS more (ReportValidity keep-alives)
 	StatusReleased   = "released"   // the lock was unlocked; the stream ends
 	StatusLost       = "lost"       // the lock or place expired (lease gone); the stream ends
 	StatusSuperseded = "superseded" // the same NodeID asked again on another request, which owns the place now
@@ -92,8 +113,19 @@ type Event struct {
 	Position int `json:"position,omitempty"`
 	// Token is the fencing token: the create revision of the contender's
 	// key, strictly increasing across successive holders of a resource.
-	Token int64  `json:"token,omitempty"`
-	Error string `json:"error,omitempty"`
+	Token int64 `json:"token,omitempty"`
+	// ValidMS, on acquired and held events of a ReportValidity stream,
+	// is how many milliseconds from the moment the line was written the
+	// holder may go on believing it holds the lock: the member's holder
+	// deadline (the send time of the last renewal the leader confirmed,
+	// plus the lease TTL less the drift margin and the lock delay) minus
+	// the time of writing. A client's deadline is the line's receipt time
+	// plus ValidMS; past it, with no newer line, it must assume the lock
+	// lost. Nobody else is granted the lock before the lock delay has
+	// passed after the member's deadline, which covers the line's time in
+	// transit.
+	ValidMS int64  `json:"valid_ms,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // UnlockRequest is the body of POST /v1/lock/unlock.

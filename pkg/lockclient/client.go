@@ -22,6 +22,9 @@ const (
 	DefaultMaxRetries    = 3
 	DefaultRetryInterval = 200 * time.Millisecond
 	DefaultTimeout       = 5 * time.Second
+	// DefaultKeepAliveTimeout is Config.KeepAliveTimeout's default: three
+	// of the service's one-second keep-alives missed.
+	DefaultKeepAliveTimeout = 3 * time.Second
 )
 
 // Request names the resource to lock and the node asking.
@@ -61,6 +64,14 @@ type Config struct {
 	// Timeout bounds each request until its first answer: the whole of
 	// /unlock, and /lock until it is acquired or queued (0: DefaultTimeout).
 	Timeout time.Duration
+	// KeepAliveTimeout applies to a service that reports no validity (one
+	// older than lockapi.LockRequest.ReportValidity): a held lock is taken
+	// as lost, Lost fires and Err is ErrKeepAliveTimeout, when no line
+	// of its stream arrived for that long (0: DefaultKeepAliveTimeout;
+	// negative: never). A service that reports validity sets the
+	// deadline itself: the receipt of its last line plus the validity it
+	// carried.
+	KeepAliveTimeout time.Duration
 	// Authorization, if set, is sent as the Authorization header of every
 	// request: an auth token (etcd's Authenticate), when the cluster has
 	// authentication enabled.
@@ -97,6 +108,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.KeepAliveTimeout == 0 {
+		cfg.KeepAliveTimeout = DefaultKeepAliveTimeout
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -213,7 +227,7 @@ func (c *Client) lockOnce(ctx context.Context, endpoint string, req Request) (*L
 		return nil, err
 	}
 	resp, err := c.post(streamCtx, endpoint, lockapi.PathLock,
-		lockapi.LockRequest{Type: req.Type, ResourceID: req.ResourceID, NodeID: req.NodeID, NoWait: req.NoWait})
+		lockapi.LockRequest{Type: req.Type, ResourceID: req.ResourceID, NodeID: req.NodeID, NoWait: req.NoWait, ReportValidity: true})
 	if err != nil {
 		return fail(err)
 	}
@@ -238,7 +252,7 @@ func (c *Client) lockOnce(ctx context.Context, endpoint string, req Request) (*L
 				req.OnQueued(ev.Position)
 			}
 		case lockapi.StatusAcquired:
-			return newLock(c, endpoint, req, ev.Token, resp.Body, events, cancel), nil
+			return newLock(c, endpoint, req, ev, time.Now(), resp.Body, events, cancel), nil
 		default:
 			resp.Body.Close()
 			cancel()
@@ -247,7 +261,7 @@ func (c *Client) lockOnce(ctx context.Context, endpoint string, req Request) (*L
 	}
 }
 
-// eventReader reads the JSON lines of a /lock stream, skipping heartbeats.
+// eventReader reads the JSON lines of a /lock stream.
 type eventReader struct{ sc *bufio.Scanner }
 
 func newEventReader(r io.Reader) *eventReader {
@@ -256,22 +270,32 @@ func newEventReader(r io.Reader) *eventReader {
 	return &eventReader{sc: sc}
 }
 
+// next returns the next event, skipping blank keep-alive lines.
 func (e *eventReader) next() (lockapi.Event, error) {
-	for e.sc.Scan() {
-		line := bytes.TrimSpace(e.sc.Bytes())
-		if len(line) == 0 {
-			continue
+	for {
+		ev, blank, err := e.line()
+		if err != nil || !blank {
+			return ev, err
 		}
-		var ev lockapi.Event
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return ev, fmt.Errorf("bad event %q: %w", line, err)
+	}
+}
+
+// line reads one line: an event, or a blank keep-alive (blank true).
+func (e *eventReader) line() (ev lockapi.Event, blank bool, err error) {
+	if !e.sc.Scan() {
+		if err := e.sc.Err(); err != nil {
+			return ev, false, err
 		}
-		return ev, nil
+		return ev, false, io.ErrUnexpectedEOF
 	}
-	if err := e.sc.Err(); err != nil {
-		return lockapi.Event{}, err
+	line := bytes.TrimSpace(e.sc.Bytes())
+	if len(line) == 0 {
+		return ev, true, nil
 	}
-	return lockapi.Event{}, io.ErrUnexpectedEOF
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return ev, false, fmt.Errorf("bad event %q: %w", line, err)
+	}
+	return ev, false, nil
 }
 
 // Lock is a held lock: an open /lock response.
@@ -282,34 +306,92 @@ type Lock struct {
 	token    int64
 	body     io.Closer
 	cancel   context.CancelFunc
+	// deadline is the client-side deadline (nil without one: no
+	// validity reported and KeepAliveTimeout negative).
+	deadline *deadline
 
 	lost    chan struct{}
+	endOnce sync.Once
 	endMu   sync.Mutex
 	endEv   lockapi.Event // the stream's last event, once lost is closed
 	endErr  error
 	closing atomic.Bool
 }
 
-func newLock(c *Client, endpoint string, req Request, token int64, body io.Closer, events *eventReader, cancel context.CancelFunc) *Lock {
-	l := &Lock{c: c, endpoint: endpoint, req: req, token: token, body: body, cancel: cancel, lost: make(chan struct{})}
-	go l.follow(events)
+func newLock(c *Client, endpoint string, req Request, acquired lockapi.Event, at time.Time, body io.Closer, events *eventReader, cancel context.CancelFunc) *Lock {
+	l := &Lock{c: c, endpoint: endpoint, req: req, token: acquired.Token, body: body, cancel: cancel, lost: make(chan struct{})}
+	switch {
+	case acquired.ValidMS > 0:
+		l.deadline = newDeadline(at.Add(time.Duration(acquired.ValidMS)*time.Millisecond), l.timedOut)
+	case c.cfg.KeepAliveTimeout > 0:
+		l.deadline = newDeadline(at.Add(c.cfg.KeepAliveTimeout), l.timedOut)
+	}
+	if l.deadline != nil {
+		l.deadline.start()
+	}
+	go l.follow(events, acquired.ValidMS > 0)
 	return l
 }
 
-// follow reads the stream until it ends and records how.
-func (l *Lock) follow(events *eventReader) {
-	ev, err := events.next()
-	l.endMu.Lock()
-	l.endEv, l.endErr = ev, err
-	l.endMu.Unlock()
-	close(l.lost)
+// follow reads the stream until it ends and records how, moving the
+// client-side deadline with each line: to its receipt plus the validity a
+// "held" event carries, or, from a service that reports none (reports
+// false), plus KeepAliveTimeout for any line.
+func (l *Lock) follow(events *eventReader, reports bool) {
+	for {
+		ev, blank, err := events.line()
+		now := time.Now()
+		switch {
+		case err != nil:
+			l.finish(lockapi.Event{}, err)
+			return
+		case blank:
+			if !reports && l.deadline != nil {
+				l.deadline.move(now.Add(l.c.cfg.KeepAliveTimeout))
+			}
+		case ev.Status == lockapi.StatusHeld:
+			if !reports && l.deadline == nil {
+				continue // no deadline was asked for
+			}
+			reports = true
+			l.deadline.move(now.Add(time.Duration(ev.ValidMS) * time.Millisecond))
+		default:
+			l.finish(ev, nil)
+			return
+		}
+	}
+}
+
+// timedOut ends the lock at its client-side deadline and drops the
+// stream: past the deadline the service may have granted the lock to
+// someone else.
+func (l *Lock) timedOut() {
+	l.finish(lockapi.Event{}, ErrKeepAliveTimeout)
+	l.cancel()
+	l.body.Close()
+}
+
+// finish records how the lock ended, once, and closes lost.
+func (l *Lock) finish(ev lockapi.Event, err error) {
+	l.endOnce.Do(func() {
+		if l.deadline != nil {
+			l.deadline.stop()
+		}
+		l.endMu.Lock()
+		l.endEv, l.endErr = ev, err
+		l.endMu.Unlock()
+		close(l.lost)
+	})
 }
 
 // Token is the fencing token: strictly increasing across holders.
 func (l *Lock) Token() int64 { return l.token }
 
 // Lost is closed when the lock's stream ends: after Unlock or Close, or
-// when the lock is lost (connection broken, lease expired, superseded).
+// when the lock is lost (connection broken, lease expired, superseded),
+// or at the client-side deadline (ErrKeepAliveTimeout): the receipt of
+// the stream's last line plus the validity it reported, past which the
+// service may have granted the lock to someone else.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // Err says why the stream ended; nil while it is open.
@@ -321,6 +403,9 @@ func (l *Lock) Err() error {
 	}
 	l.endMu.Lock()
 	defer l.endMu.Unlock()
+	if errors.Is(l.endErr, ErrKeepAliveTimeout) {
+		return fmt.Errorf("lock %s:%s lost: %w", l.req.Type, l.req.ResourceID, l.endErr)
+	}
 	if l.endErr != nil {
 		return fmt.Errorf("lock stream broken: %w", l.endErr)
 	}
@@ -425,8 +510,9 @@ func (c *Client) Do(ctx context.Context, req Request, op func(ctx context.Contex
 			opErr = fmt.Errorf("UpdateRefCount: %w", err)
 		}
 	}
-	if opErr == nil && l.Err() != nil {
-		opErr = l.Err()
+	if lost := l.Err(); lost != nil {
+		// The lock ended under op (its context was cancelled then): say why.
+		opErr = errors.Join(opErr, lost)
 	}
 	released, unlockErr := l.Unlock(context.WithoutCancel(ctx), opErr == nil, opErr)
 	if unlockErr == nil && !released {

@@ -126,7 +126,21 @@ func testHolderKilled(t *testing.T, ctx context.Context, s *service) {
 		t.Fatal(err)
 	}
 	child := exec.CommandContext(ctx, exe)
-	spec := append([]string{s.baseURL, "killed", "r", "child"}, s.tlsArgs...)
+	startHolder(t, child, append([]string{s.baseURL, "killed", "r", "child"}, s.tlsArgs...))
+	w := s.enqueue(ctx, "killed", "r", "survivor")
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	bound, cancel := context.WithTimeout(ctx, releaseBound)
+	defer cancel()
+	unlock(t, ctx, w.acquired(t, bound))
+}
+
+// startHolder starts child, the test binary as a lock holder (runChild)
+// for spec, and returns its output once it holds the lock. The child is
+// killed when t ends.
+func startHolder(t *testing.T, child *exec.Cmd, spec []string) *bufio.Reader {
+	t.Helper()
 	child.Env = append(os.Environ(), childEnv+"="+strings.Join(spec, " "))
 	child.Stderr = os.Stderr
 	out, err := child.StdoutPipe()
@@ -137,17 +151,12 @@ func testHolderKilled(t *testing.T, ctx context.Context, s *service) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "token ") {
 		t.Fatalf("child: %q %v", line, err)
 	}
-	w := s.enqueue(ctx, "killed", "r", "survivor")
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	bound, cancel := context.WithTimeout(ctx, releaseBound)
-	defer cancel()
-	unlock(t, ctx, w.acquired(t, bound))
+	return r
 }
 
 // testHolderSocketClosed: the holder closes its socket without a word,

@@ -48,7 +48,8 @@ func requireMetaStore(t *testing.T) {
 
 // runChild locks the resource named by spec ("url type resource node",
 // then "ca cert key" files over TLS) through lockclient, prints "token N"
-// and then holds the lock until it is killed.
+// and then holds the lock until it is killed, printing "lost T reason"
+// (T in unix nanoseconds) if it is told it lost the lock.
 func runChild(spec string) int {
 	f := strings.Fields(spec)
 	if len(f) != 4 && len(f) != 7 {
@@ -77,6 +78,13 @@ func runChild(spec string) int {
 		return 1
 	}
 	fmt.Printf("token %d\n", l.Token())
+	select {
+	case <-l.Lost():
+		// The parent reads this on its own clock (unix nanoseconds are
+		// the same on both sides of a network namespace).
+		fmt.Printf("lost %d %v\n", time.Now().UnixNano(), l.Err())
+	case <-ctx.Done():
+	}
 	<-ctx.Done()
 	return 0
 }
@@ -129,6 +137,7 @@ type waiter struct {
 	done   chan struct{}
 	lock   *lockclient.Lock
 	err    error
+	at     time.Time // when Lock returned
 }
 
 // enqueue starts node's Lock call and returns once it is queued.
@@ -139,6 +148,7 @@ func (s *service) enqueue(ctx context.Context, typ, resource, node string) *wait
 		defer close(w.done)
 		w.lock, w.err = s.client.Lock(ctx, lockclient.Request{Type: typ, ResourceID: resource, NodeID: node,
 			OnQueued: func(pos int) { w.queued <- pos }})
+		w.at = time.Now()
 	}()
 	select {
 	case <-w.queued:

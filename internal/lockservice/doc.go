@@ -47,7 +47,13 @@
 // Err) and answers whether it released. The same NodeID asking /lock again
 // for the same resource takes over its existing key (same place, same
 // token) instead of queueing twice; the older request is told
-// "superseded".
+// "superseded". A NoWait request answers at once: acquired, or 409 busy
+// with the position it would wait at; it never takes a node's existing
+// place over. When the node already has a place on another request, the
+// answer is 409 busy with that place's position (0 when the node holds
+// the lock) and token, and the place stays with the request that owns it,
+// as etcd's TryLock from another session answers ErrLocked and leaves the
+// holder's key alone: a probe must not move or end what it asks about.
 //
 // # Credentials
 //

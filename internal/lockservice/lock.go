@@ -71,10 +71,8 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.leave()
-	if c.place.Ahead > 0 && req.NoWait {
-		s.metrics.failed.WithLabelValues("409").Inc()
-		writeJSON(w, http.StatusConflict, lockapi.Event{Status: lockapi.StatusBusy, Position: c.place.Ahead,
-			Error: fmt.Sprintf("%s is held by another node", c.name)})
+	if req.NoWait && (c.place.Ahead > 0 || c.place.Existed) {
+		c.busy(w)
 		return
 	}
 	st := newStream(w, s.cfg.WriteTimeout)
@@ -128,7 +126,8 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	}
 	c.renewedAt.Store(time.Now().UnixNano())
 	go c.renew(renewCtx)
-	c.place, err = queue.Claim(ctx, s.client, prefix, c.key, req.NodeID, grant.ID)
+	// NoWait never takes over the node's place: see busy.
+	c.place, err = queue.Claim(ctx, s.client, prefix, c.key, req.NodeID, grant.ID, !req.NoWait)
 	if err != nil {
 		c.leave()
 		return nil, fmt.Errorf("claim a place: %w", err)

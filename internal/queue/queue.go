@@ -113,31 +113,42 @@ type Place struct {
 	// HeadKey and HeadRev name the head of the queue.
 	HeadKey string
 	HeadRev int64
+	// Existed reports that the key was there before Claim: taken over, or
+	// left exactly as it was when Claim was not to take it over.
+	Existed bool
 	// Header is the header of the Claim transaction.
 	Header *pb.ResponseHeader
 }
 
 // Claim is Join for a participant that may ask again under a new lease: it
 // creates key (under prefix, attached to lease, holding val), or, when the
-// key already exists, attaches it to lease while keeping its create
-// revision, that is its place in line. It reports where the participant
-// stands, all in one transaction.
-func Claim(ctx context.Context, client *clientv3.Client, prefix, key, val string, lease clientv3.LeaseID) (Place, error) {
-	resp, err := client.Txn(ctx).Then(
-		clientv3.OpPut(key, val, clientv3.WithLease(lease)),
+// key already exists and takeOver is set, attaches it to lease while
+// keeping its create revision, that is its place in line. Without takeOver
+// an existing key is left untouched. It reports where the key stands, all
+// in one transaction.
+func Claim(ctx context.Context, client *clientv3.Client, prefix, key, val string, lease clientv3.LeaseID, takeOver bool) (Place, error) {
+	put := clientv3.OpPut(key, val, clientv3.WithLease(lease))
+	reads := []clientv3.Op{
 		clientv3.OpGet(key, clientv3.WithKeysOnly()),
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-	).Commit()
+	}
+	existing := reads
+	if takeOver {
+		existing = append([]clientv3.Op{put}, reads...)
+	}
+	resp, err := client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(append([]clientv3.Op{put}, reads...)...).Else(existing...).Commit()
 	if err != nil {
 		return Place{}, err
 	}
-	own := resp.Responses[1].GetResponseRange().Kvs
+	n := len(resp.Responses)
+	own := resp.Responses[n-2].GetResponseRange().Kvs
 	if len(own) == 0 {
 		return Place{}, errors.New("queue: claimed key missing from its own transaction")
 	}
-	p := Place{Rev: own[0].CreateRevision, Header: resp.Header}
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+	p := Place{Rev: own[0].CreateRevision, Existed: !resp.Succeeded, Header: resp.Header}
+	for _, kv := range resp.Responses[n-1].GetResponseRange().Kvs {
 		if p.HeadKey == "" {
 			p.HeadKey, p.HeadRev = string(kv.Key), kv.CreateRevision
 		}

@@ -37,6 +37,8 @@ func TestLockService(t *testing.T) {
 		{"MissingParametersAre400", testBadParameters},
 		{"SameNodeKeepsItsPlace", testIdempotent},
 		{"NoWaitIs409", testNoWait},
+		{"NoWaitKeepsQueuedPlace", testNoWaitKeepsQueuedPlace},
+		{"NoWaitByHolderChangesNothing", testNoWaitByHolder},
 		{"CallbacksAroundCriticalSection", testCallbacks},
 		{"MetricsCountWhatHappened", testMetrics}, // last: counts the others
 	} {

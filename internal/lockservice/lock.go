@@ -22,7 +22,7 @@ type contender struct {
 	s      *Service
 	name   string // Type:ResourceID, for logs
 	node   string
-	prefix string // the resource's queue
+	keyset resourceQueue
 	key    string // this node's key in it
 	lease  clientv3.LeaseID
 	place  queue.Place
@@ -116,18 +116,18 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	prefix := s.queuePrefix(req.Type, req.ResourceID)
+	q := s.queueOf(req.Type, req.ResourceID)
 	creds := context.WithoutCancel(ctx)
 	renewCtx, stop := context.WithCancel(creds)
 	c := &contender{
 		s: s, name: req.Type + ":" + req.ResourceID, node: req.NodeID,
-		prefix: prefix, key: nodeKey(prefix, req.NodeID), lease: grant.ID, creds: creds,
+		keyset: q, key: q.nodeKey(req.NodeID), lease: grant.ID, creds: creds,
 		ttl: time.Duration(grant.TTL) * time.Second, stopKeepAlive: stop, keepAliveEnded: make(chan struct{}),
 	}
 	c.renewedAt.Store(time.Now().UnixNano())
 	go c.renew(renewCtx)
 	// NoWait never takes over the node's place: see busy.
-	c.place, err = queue.Claim(ctx, s.client, prefix, c.key, req.NodeID, grant.ID, !req.NoWait)
+	c.place, err = queue.Claim(ctx, s.client, q.scope(), c.key, req.NodeID, grant.ID, !req.NoWait)
 	if err != nil {
 		c.leave()
 		return nil, fmt.Errorf("claim a place: %w", err)
@@ -240,7 +240,7 @@ func (c *contender) wait(ctx context.Context, st *stream, follow <-chan string) 
 	for {
 		awaitCtx, stopAwait := context.WithCancel(ctx)
 		result := make(chan error, 1)
-		go func() { result <- queue.Await(awaitCtx, c.s.client, c.prefix, c.place.Rev) }()
+		go func() { result <- queue.AwaitScope(awaitCtx, c.s.client, c.keyset.scope(), c.place.Rev) }()
 		end, acquired, retry := c.waitOnce(ctx, st, follow, heartbeat.C, result)
 		stopAwait()
 		if !retry {

@@ -39,6 +39,7 @@ func TestLockService(t *testing.T) {
 		{"NoWaitIs409", testNoWait},
 		{"NoWaitKeepsQueuedPlace", testNoWaitKeepsQueuedPlace},
 		{"NoWaitByHolderChangesNothing", testNoWaitByHolder},
+		{"ColonNamesAreDistinct", testColonNames},
 		{"CallbacksAroundCriticalSection", testCallbacks},
 		{"MetricsCountWhatHappened", testMetrics}, // last: counts the others
 	} {

@@ -11,13 +11,41 @@
 // The service keeps no lock state in memory. A queue is a key prefix and
 // every contender owns one key under it, exactly the layout of etcd's mutex
 // (internal/queue): the key with the smallest create revision holds the
-// lock. For Type "pull", ResourceID "sha256:ab" and three nodes:
+// lock. For Type "build", ResourceID "libc" and three nodes:
 //
-//	/metastore/lockservice/pull:sha256:ab/node-1   create revision 41   holder, token 41
-//	/metastore/lockservice/pull:sha256:ab/node-7   create revision 44   queued, position 1
-//	/metastore/lockservice/pull:sha256:ab/node-3   create revision 52   queued, position 2
+//	/metastore/lockservice/build:libc/node-1   create revision 41   holder, token 41
+//	/metastore/lockservice/build:libc/node-7   create revision 44   queued, position 1
+//	/metastore/lockservice/build:libc/node-3   create revision 52   queued, position 2
 //
-// (each part path-escaped, so a "/" in a name cannot reach another queue).
+// The queue's element is the two parts, each path-escaped with ':'
+// escaped too ("%3A"), joined by the one ':' left: a "/" in a name cannot
+// reach another queue, and ("a:b", "c") and ("a", "b:c") are two locks.
+// NodeID is path-escaped alone, as the last element.
+//
+// Members of earlier versions escaped neither ':' and so put both of
+// those names in the queue "a:b:c/". For a name without ':' nothing
+// changed; a name with ':' keeps its queue inside that older range, one
+// level down, so that older members, which read the whole range, see and
+// respect its keys during a rolling upgrade. Type "pull", ResourceID
+// "sha256:ab":
+//
+//	/metastore/lockservice/pull:sha256:ab/pull:sha256%3Aab/node-1   revision 41   holder, token 41
+//	/metastore/lockservice/pull:sha256:ab/node-9                     revision 43   an older member's: position 1
+//	/metastore/lockservice/pull:sha256:ab/pull:sha256%3Aab/node-7   revision 44   position 2
+//	/metastore/lockservice/pull:sha256:ab/pull%3Asha256:ab/node-2   revision 45   ("pull:sha256", "ab"): position 1
+//
+// A member counts, for a name, its queue and the keys directly in the
+// older range (an older member's, for either name), not the other name's
+// queue: node-2 waits for node-9 only, while node-9, on an older member,
+// waits for node-1 as well. Newer members keep the two names apart, older
+// ones make them wait for each other as they always did, and no member
+// grants a lock while another contender holds it. The one difference a
+// mixed cluster shows: a node that asked on an older member and asks
+// again on a newer one queues behind its own older key instead of taking
+// it over. An older member's keys go with their requests (at most a lease
+// TTL after), so once every member is upgraded the older range holds only
+// the nested queues.
+//
 // The keys go through Raft like any write, so a lock and its queue survive
 // a leader change and every member serves the same queue: a client may
 // lock on one member and unlock on another.
@@ -95,6 +123,25 @@
 // as lost at the receipt of the last line plus valid_ms, which is what
 // tells a holder whose member froze (and so writes nothing) that it lost
 // the lock: measured 1.1 s before the next grant.
+//
+// # Answers
+//
+// The /lock answer is a stream of JSON lines: "queued" with the number of
+// contenders ahead, then "acquired" with the fencing token (the create
+// revision of the key, strictly increasing across holders), then a
+// heartbeat line every Heartbeat while held (blank, or a "held" event
+// with valid_ms for a request that asked for ReportValidity). /unlock deletes the key only
+// if NodeID holds the lock (403 otherwise), records the outcome (Success,
+// Err) and answers whether it released. The same NodeID asking /lock again
+// for the same resource takes over its existing key (same place, same
+// token) instead of queueing twice; the older request is told
+// "superseded". A NoWait request answers at once: acquired, or 409 busy
+// with the position it would wait at; it never takes a node's existing
+// place over. When the node already has a place on another request, the
+// answer is 409 busy with that place's position (0 when the node holds
+// the lock) and token, and the place stays with the request that owns it,
+// as etcd's TryLock from another session answers ErrLocked and leaves the
+// holder's key alone: a probe must not move or end what it asks about.
 //
 // # Credentials
 //

@@ -22,7 +22,7 @@ type contender struct {
 	s      *Service
 	name   string // Type:ResourceID, for logs
 	node   string
-	prefix string // the resource's queue
+	keyset resourceQueue
 	key    string // this node's key in it
 	lease  clientv3.LeaseID
 	place  queue.Place
@@ -68,10 +68,8 @@ func (s *Service) serveLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.leave()
-	if c.place.Ahead > 0 && req.NoWait {
-		s.metrics.failed.WithLabelValues("409").Inc()
-		writeJSON(w, http.StatusConflict, lockapi.Event{Status: lockapi.StatusBusy, Position: c.place.Ahead,
-			Error: fmt.Sprintf("%s is held by another node", c.name)})
+	if req.NoWait && (c.place.Ahead > 0 || c.place.Existed) {
+		c.busy(w)
 		return
 	}
 	st := newStream(w, s.cfg, req.ReportValidity)
@@ -143,19 +141,20 @@ func (s *Service) join(ctx context.Context, req lockapi.LockRequest) (*contender
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	prefix := s.queuePrefix(req.Type, req.ResourceID)
+	q := s.queueOf(req.Type, req.ResourceID)
 	creds := context.WithoutCancel(ctx)
 	renewCtx, stop := context.WithCancel(creds)
 	ttl := time.Duration(grant.TTL) * time.Second
 	c := &contender{
 		s: s, name: req.Type + ":" + req.ResourceID, node: req.NodeID,
-		prefix: prefix, key: nodeKey(prefix, req.NodeID), lease: grant.ID, creds: creds,
+		keyset: q, key: q.nodeKey(req.NodeID), lease: grant.ID, creds: creds,
 		ttl: ttl, valid: newValidity(sent, ttl, s.cfg.LockDelay),
 		stopKeepAlive: stop, keepAliveEnded: make(chan struct{}),
 	}
 	go c.renew(renewCtx)
+	// NoWait never takes over the node's place: see busy.
 	c.place, err = call(s, ctx, func(ctx context.Context) (queue.Place, error) {
-		return queue.Claim(ctx, s.client, prefix, c.key, req.NodeID, grant.ID)
+		return queue.Claim(ctx, s.client, q.scope(), c.key, req.NodeID, grant.ID, !req.NoWait)
 	})
 	if err != nil {
 		c.leave()
@@ -318,7 +317,7 @@ func (c *contender) wait(ctx context.Context, st *stream, follow <-chan string) 
 	for {
 		awaitCtx, stopAwait := context.WithCancel(ctx)
 		result := make(chan error, 1)
-		go func() { result <- queue.Await(awaitCtx, c.s.client, c.prefix, c.place.Rev) }()
+		go func() { result <- queue.AwaitScope(awaitCtx, c.s.client, c.keyset.scope(), c.place.Rev) }()
 		end, acquired, retry := c.waitOnce(ctx, st, follow, heartbeat.C, result)
 		stopAwait()
 		if !retry {

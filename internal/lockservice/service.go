@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -239,24 +238,6 @@ func (s *Service) allow(w http.ResponseWriter, r *http.Request, method string) b
 	w.Header().Set("Allow", method)
 	s.fail(w, http.StatusMethodNotAllowed, fmt.Errorf("%s needs %s", r.URL.Path, method))
 	return false
-}
-
-// queuePrefix is the queue of one resource; key is a node's place in it.
-// Each part is path-escaped so that no name can reach into another queue.
-func (s *Service) queuePrefix(typ, resource string) string {
-	return s.cfg.Prefix + url.PathEscape(typ) + ":" + url.PathEscape(resource) + "/"
-}
-
-// nodeKey is node's key in the queue at queuePrefix.
-func nodeKey(queuePrefix, node string) string { return queuePrefix + url.PathEscape(node) }
-
-// nodeOf is the node whose key in the queue at queuePrefix is key.
-func nodeOf(queuePrefix, key string) string {
-	node, err := url.PathUnescape(key[len(queuePrefix):])
-	if err != nil {
-		return key[len(queuePrefix):]
-	}
-	return node
 }
 
 // withCredentials passes the caller's credentials on to the member: the

@@ -25,10 +25,9 @@ func (s *Service) serveUnlock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := withCredentials(r.Context(), r)
-	prefix := s.queuePrefix(req.Type, req.ResourceID)
-	key := nodeKey(prefix, req.NodeID)
+	q := s.queueOf(req.Type, req.ResourceID)
 	name := req.Type + ":" + req.ResourceID
-	token, msg, err := s.release(ctx, prefix, key, req)
+	token, msg, err := s.release(ctx, q, req)
 	if err != nil {
 		s.fail(w, statusOf(err), fmt.Errorf("release %s: %w", name, err))
 		return
@@ -51,8 +50,12 @@ func (s *Service) serveUnlock(w http.ResponseWriter, r *http.Request) {
 // the queue and, when the request names a token, was created at it. With a
 // token this is one guarded transaction (every key of the queue created at
 // or after the token); without, the token is read first. msg says why
-// nothing was released.
-func (s *Service) release(ctx context.Context, prefix, key string, req lockapi.UnlockRequest) (token int64, msg string, err error) {
+// nothing was released. For a name with ':' the older members' keys in
+// the legacy range count as well (see resourceQueue); they are read
+// before the transaction, which is safe because keys created before the
+// token can only go.
+func (s *Service) release(ctx context.Context, q resourceQueue, req lockapi.UnlockRequest) (token int64, msg string, err error) {
+	prefix, key := q.prefix, q.nodeKey(req.NodeID)
 	token = req.Token
 	if token == 0 {
 		read, err := call(s, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
@@ -66,6 +69,13 @@ func (s *Service) release(ctx context.Context, prefix, key string, req lockapi.U
 			return 0, fmt.Sprintf("node %q does not hold the lock", req.NodeID), nil
 		}
 		token = own[0].CreateRevision
+	}
+	older, err := s.legacyAhead(ctx, q, token)
+	if err != nil {
+		return 0, "", err
+	}
+	if older > 0 {
+		return 0, fmt.Sprintf("%d key(s) of older members are ahead of token %d", older, token), nil
 	}
 	resp, err := call(s, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return s.client.Txn(ctx).If(
@@ -100,15 +110,15 @@ func (s *Service) notHolder(w http.ResponseWriter, msg string) {
 
 // serveStatus lists a resource's holder and waiters in order.
 func (s *Service) serveStatus(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	typ, resource := q.Get("Type"), q.Get("ResourceID")
+	query := r.URL.Query()
+	typ, resource := query.Get("Type"), query.Get("ResourceID")
 	if err := (lockapi.LockRequest{Type: typ, ResourceID: resource, NodeID: "-"}).Validate(); err != nil {
 		s.fail(w, http.StatusBadRequest, err)
 		return
 	}
-	prefix := s.queuePrefix(typ, resource)
+	q := s.queueOf(typ, resource)
 	resp, err := call(s, withCredentials(r.Context(), r), func(ctx context.Context) (*clientv3.GetResponse, error) {
-		return s.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		return s.client.Get(ctx, q.scope().Prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	})
 	if err != nil {
@@ -116,9 +126,12 @@ func (s *Service) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := lockapi.StatusResponse{Waiters: []lockapi.Participant{}}
-	for i, kv := range resp.Kvs {
-		p := lockapi.Participant{NodeID: nodeOf(prefix, string(kv.Key)), Token: kv.CreateRevision}
-		if i == 0 {
+	for _, kv := range resp.Kvs {
+		if !q.contends(string(kv.Key)) {
+			continue // the other name's queue, in the same legacy range
+		}
+		p := lockapi.Participant{NodeID: nodeOf(string(kv.Key)), Token: kv.CreateRevision}
+		if out.Holder == nil {
 			out.Holder = &p
 			continue
 		}

@@ -68,19 +68,53 @@ func Join(ctx context.Context, client *clientv3.Client, prefix, key, val string,
 // Errors are returned unwrapped, as etcd's package returns them, so callers
 // can compare them with rpctypes' sentinels and context's errors.
 func Await(ctx context.Context, client *clientv3.Client, prefix string, rev int64) error {
-	nearest := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	return AwaitScope(ctx, client, Scope{Prefix: prefix}, rev)
+}
+
+// AwaitScope is Await for the queue that scope selects.
+func AwaitScope(ctx context.Context, client *clientv3.Client, scope Scope, rev int64) error {
 	for {
-		resp, err := client.Get(ctx, prefix, nearest...)
-		if err != nil {
+		key, at, err := scope.nearest(ctx, client, rev)
+		if err != nil || key == "" {
 			return err
 		}
-		if len(resp.Kvs) == 0 {
-			return nil
-		}
-		if err := awaitDelete(ctx, client, string(resp.Kvs[0].Key), resp.Header.Revision); err != nil {
+		if err := awaitDelete(ctx, client, key, at); err != nil {
 			return err
 		}
 	}
+}
+
+// Scope is the set of keys that make up one queue: the keys under Prefix
+// that Member accepts, or all of them when Member is nil. A queue whose
+// range also holds keys of other queues (the HTTP lock service keeps a
+// name's queue inside the range its older layout used, so that older
+// members still see it) names its own keys with Member.
+type Scope struct {
+	Prefix string
+	Member func(key string) bool
+}
+
+func (s Scope) has(key string) bool { return s.Member == nil || s.Member(key) }
+
+// nearest is the key of the queue created last before rev, "" when
+// there is none, and the revision it was read at.
+func (s Scope) nearest(ctx context.Context, client *clientv3.Client, rev int64) (string, int64, error) {
+	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	if s.Member != nil {
+		// Every key ahead, newest first: the nearest may not be the queue's.
+		opts = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(rev - 1),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
+	}
+	resp, err := client.Get(ctx, s.Prefix, opts...)
+	if err != nil {
+		return "", 0, err
+	}
+	for _, kv := range resp.Kvs {
+		if s.has(string(kv.Key)) {
+			return string(kv.Key), resp.Header.Revision, nil
+		}
+	}
+	return "", resp.Header.Revision, nil
 }
 
 // awaitDelete blocks until key is deleted at or after revision rev.
@@ -113,31 +147,45 @@ type Place struct {
 	// HeadKey and HeadRev name the head of the queue.
 	HeadKey string
 	HeadRev int64
+	// Existed reports that the key was there before Claim: taken over, or
+	// left exactly as it was when Claim was not to take it over.
+	Existed bool
 	// Header is the header of the Claim transaction.
 	Header *pb.ResponseHeader
 }
 
 // Claim is Join for a participant that may ask again under a new lease: it
-// creates key (under prefix, attached to lease, holding val), or, when the
-// key already exists, attaches it to lease while keeping its create
-// revision, that is its place in line. It reports where the participant
-// stands, all in one transaction.
-func Claim(ctx context.Context, client *clientv3.Client, prefix, key, val string, lease clientv3.LeaseID) (Place, error) {
-	resp, err := client.Txn(ctx).Then(
-		clientv3.OpPut(key, val, clientv3.WithLease(lease)),
+// creates key (in the queue scope selects, attached to lease, holding
+// val), or, when the key already exists and takeOver is set, attaches it
+// to lease while keeping its create revision, that is its place in line.
+// Without takeOver an existing key is left untouched. It reports where the
+// key stands, all in one transaction.
+func Claim(ctx context.Context, client *clientv3.Client, scope Scope, key, val string, lease clientv3.LeaseID, takeOver bool) (Place, error) {
+	put := clientv3.OpPut(key, val, clientv3.WithLease(lease))
+	reads := []clientv3.Op{
 		clientv3.OpGet(key, clientv3.WithKeysOnly()),
-		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.OpGet(scope.Prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-	).Commit()
+	}
+	existing := reads
+	if takeOver {
+		existing = append([]clientv3.Op{put}, reads...)
+	}
+	resp, err := client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(append([]clientv3.Op{put}, reads...)...).Else(existing...).Commit()
 	if err != nil {
 		return Place{}, err
 	}
-	own := resp.Responses[1].GetResponseRange().Kvs
+	n := len(resp.Responses)
+	own := resp.Responses[n-2].GetResponseRange().Kvs
 	if len(own) == 0 {
 		return Place{}, errors.New("queue: claimed key missing from its own transaction")
 	}
-	p := Place{Rev: own[0].CreateRevision, Header: resp.Header}
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+	p := Place{Rev: own[0].CreateRevision, Existed: !resp.Succeeded, Header: resp.Header}
+	for _, kv := range resp.Responses[n-1].GetResponseRange().Kvs {
+		if !scope.has(string(kv.Key)) {
+			continue
+		}
 		if p.HeadKey == "" {
 			p.HeadKey, p.HeadRev = string(kv.Key), kv.CreateRevision
 		}

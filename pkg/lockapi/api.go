@@ -61,8 +61,11 @@ type LockRequest struct {
 	Type       string `json:"Type"`
 	ResourceID string `json:"ResourceID"`
 	NodeID     string `json:"NodeID"`
-	// NoWait asks for an answer without queueing: 409 with the position
-	// when someone else holds the lock.
+	// NoWait asks for an answer without queueing: 409 busy with the
+	// position when someone else holds the lock. When NodeID already has
+	// a place on another request, NoWait leaves it as it is and answers
+	// 409 busy with that place's position (0 if it holds the lock) and
+	// token, where a plain /lock would take the place over.
 	NoWait bool `json:"NoWait,omitempty"`
 	// ReportValidity asks for the holder's validity: the acquired event
 	// and, in place of each blank keep-alive line while the lock is held,
@@ -98,7 +101,7 @@ const (
 	StatusLost       = "lost"       // the lock or place expired (lease gone); the stream ends
 	StatusSuperseded = "superseded" // the same NodeID asked again on another request, which owns the place now
 	StatusError      = "error"      // the service failed while waiting; the stream ends
-	StatusBusy       = "busy"       // NoWait and someone else holds the lock (409)
+	StatusBusy       = "busy"       // NoWait and the lock is held, or NodeID already has a place (409)
 )
 
 // Event is one line of a /lock stream.

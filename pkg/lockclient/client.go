@@ -32,7 +32,9 @@ type Request struct {
 	Type       string
 	ResourceID string
 	NodeID     string
-	// NoWait fails with a *StatusError of 409 instead of queueing.
+	// NoWait fails with a *StatusError of 409 instead of queueing, and
+	// also when NodeID already has a place (queued or holding) on another
+	// request, which it leaves as it is.
 	NoWait bool
 	// OnQueued, if set, is called with the number of contenders ahead
 	// when the request is queued.
@@ -124,6 +126,10 @@ type StatusError struct {
 	Code     int
 	Message  string
 	Position int // contenders ahead, for a 409 to a NoWait request
+	// Token, for a 409 to a NoWait request, is the token of the place the
+	// node already has on another request (0 when it has none); that
+	// place is left as it is.
+	Token int64
 }
 
 func (e *StatusError) Error() string {
@@ -188,7 +194,7 @@ func statusError(resp *http.Response) error {
 	if json.Unmarshal(body, &ev) == nil && ev.Error != "" {
 		msg = ev.Error
 	}
-	return &StatusError{Code: resp.StatusCode, Message: msg, Position: ev.Position}
+	return &StatusError{Code: resp.StatusCode, Message: msg, Position: ev.Position, Token: ev.Token}
 }
 
 // Lock waits until req.NodeID holds the lock on req.Type:req.ResourceID

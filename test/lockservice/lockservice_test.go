@@ -37,6 +37,9 @@ func TestLockService(t *testing.T) {
 		{"MissingParametersAre400", testBadParameters},
 		{"SameNodeKeepsItsPlace", testIdempotent},
 		{"NoWaitIs409", testNoWait},
+		{"NoWaitKeepsQueuedPlace", testNoWaitKeepsQueuedPlace},
+		{"NoWaitByHolderChangesNothing", testNoWaitByHolder},
+		{"ColonNamesAreDistinct", testColonNames},
 		{"CallbacksAroundCriticalSection", testCallbacks},
 		{"MetricsCountWhatHappened", testMetrics}, // last: counts the others
 	} {

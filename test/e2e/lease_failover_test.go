@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -123,9 +125,12 @@ func testLeaseThroughFollower(t *testing.T, fault leaderFault) {
 	leaderCtx, cancel := context.WithTimeout(ctx, leaderBound)
 	newLeader := mc.waitLeader(leaderCtx, t, majority)
 	cancel()
-	electedAt := time.Now()
-	t.Logf("leader %s %s; %s leads the others after %v; the keep-alives go through %s",
-		oldLeader.Name(), fault.name, newLeader.Name(), electedAt.Sub(faultAt).Round(time.Millisecond), follower.Name())
+	electedAt, ok := electionTime(newLeader)
+	if !ok {
+		electedAt = time.Now() // no log line found: when the test saw it
+	}
+	t.Logf("leader %s %s; %s was elected %v later (from its log: %v); the keep-alives go through %s",
+		oldLeader.Name(), fault.name, newLeader.Name(), electedAt.Sub(faultAt).Round(time.Millisecond), ok, follower.Name())
 
 	// The fault lasts its whole duration whatever happens meanwhile.
 	select {
@@ -144,7 +149,7 @@ func testLeaseThroughFollower(t *testing.T, fault leaderFault) {
 			lost = true
 			continue
 		}
-		t.Logf("%s: first renewal after the fault %v after it, %v after the new leader was seen; longest wait for an answer %v; lease given up: %v",
+		t.Logf("%s: first renewal after the fault %v after it, %v after the new leader's election; longest wait for an answer %v; lease given up: %v",
 			r.name, first.Sub(faultAt).Round(time.Millisecond), first.Sub(electedAt).Round(time.Millisecond), gap.Round(time.Millisecond), ended)
 		lost = lost || ended
 	}
@@ -169,6 +174,29 @@ func testLeaseThroughFollower(t *testing.T, fault leaderFault) {
 	for _, r := range renewers {
 		r.waitRenewals(ctx, t, healedAt, 2, renewedAgainBound)
 	}
+}
+
+// electionTime is when m last became leader, from the raft line both
+// etcd and MetaStore log ("became leader at term N") and its "ts".
+func electionTime(m *framework.Member) (time.Time, bool) {
+	data, err := os.ReadFile(m.LogPath())
+	if err != nil {
+		return time.Time{}, false
+	}
+	var at time.Time
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.Contains(line, "became leader at term") {
+			continue
+		}
+		var entry struct{ Ts string }
+		if json.Unmarshal([]byte(line), &entry) != nil {
+			continue
+		}
+		if ts, err := time.Parse("2006-01-02T15:04:05.999999Z0700", entry.Ts); err == nil {
+			at = ts
+		}
+	}
+	return at, !at.IsZero()
 }
 
 // renewalLog records when the keep-alives of one lease were answered.

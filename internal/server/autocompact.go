@@ -47,9 +47,13 @@ func (c raftCompactor) Compact(ctx context.Context, rev int64) error {
 }
 
 // leaderChanged follows raft's leader (raftnode's OnLeaderChange, on the
-// raft loop): the lessor promotes or demotes itself, and the
-// auto-compactor runs only on the leader, as etcd's updateLeadership.
+// raft loop): keep-alives on their way to a member that no longer leads
+// are sent again to the new one, the lessor promotes or demotes itself,
+// and the auto-compactor runs only on the leader, as etcd's
+// updateLeadership. The batcher learns first, so a keep-alive that sees
+// the new leader in memberLeases is never refused as stale by it.
 func (s *Server) leaderChanged(leader, term uint64) {
+	s.renewals.retarget(leader)
 	s.leases.leaderChanged(leader, term)
 	if s.compactor == nil {
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,13 +19,24 @@ import (
 )
 
 // Keep-alives a follower forwards go to the leader in batches: every
-// keep-alive arriving while a batch is on its way waits for the next one,
-// which carries all of them in one transport request. One batch is in
-// flight per member, so under load the batches grow instead of the
-// requests multiplying; a lone keep-alive goes at once, alone. The leader
-// proves it still leads (a ReadIndex round) once per batch and renews each
-// lease on its own clock: a keep-alive is answered only with a TTL the
-// leader's lessor granted (etcd's rule), or with the leader's error.
+// keep-alive arriving while a batch is on its way to the same member waits
+// for the next one, which carries all of them in one transport request.
+// One batch is in flight per member it goes to, so under load the batches
+// grow instead of the requests multiplying; a lone keep-alive goes at
+// once, alone. The leader proves it still leads (a ReadIndex round) once
+// per batch and renews each lease on its own clock: a keep-alive is
+// answered only with a TTL the leader's lessor granted (etcd's rule), or
+// with the leader's error.
+//
+// A leader that froze or was cut off answers nothing, while the others
+// elect a new one within an election timeout or two; a keep-alive must
+// not wait behind a batch stuck on the old leader, or the lease expires
+// on the new one. So each batch is bounded by an election timeout (a
+// leader that takes longer has probably lost its place), and when raft
+// reports another leader, every keep-alive waiting for a batch to a
+// member that no longer leads, or riding in one, is answered at once with
+// the retryable lease.ErrNotPrimary: its caller (untilAnswered) sends it
+// again to the new leader, whose batch nothing stuck holds up.
 //
 // Wire format (the body of a lease.renewbatch request, and the OK body of
 // its reply), each item prefixed with its length as a uvarint:
@@ -39,49 +51,89 @@ import (
 // bytes each, far below the transport's forward size limit).
 const maxRenewBatch = 4096
 
+// errRenewRetargeted answers a keep-alive forwarded to a member that no
+// longer leads: its caller retries with the new leader.
+var errRenewRetargeted = fmt.Errorf("%w: the leader changed while the keep-alive was on its way", lease.ErrNotPrimary)
+
 // renewBatcher coalesces the keep-alives this member forwards.
 //
 // Lock order: mu is a leaf lock.
 type renewBatcher struct {
-	transport  *transport.Transport
-	users      *storeUsers // a flush is one of the member's goroutines
-	reqTimeout time.Duration
-	stopping   <-chan struct{} // the member's, closed when it begins to stop
+	transport *transport.Transport
+	users     *storeUsers // a flush is one of the member's goroutines
+	// callTimeout bounds one forwarded batch: an election timeout.
+	callTimeout time.Duration
+	stopping    <-chan struct{} // the member's, closed when it begins to stop
 
-	mu       sync.Mutex
-	pending  []*batchedRenew
-	flushing bool // a flush goroutine is running
+	mu sync.Mutex
+	// leader is the leader raft last reported (retarget); keep-alives
+	// for any other member are refused at once.
+	leader uint64
+	// queues holds the keep-alives for each member that has some waiting
+	// or a batch on its way; a queue leaves the map when it empties or
+	// its member stops leading.
+	queues map[uint64]*renewQueue
 	// batches counts the batches sent (tests read it).
 	batches atomic.Uint64
 }
 
-func newRenewBatcher(t *transport.Transport, users *storeUsers, reqTimeout time.Duration, stopping <-chan struct{}) *renewBatcher {
-	return &renewBatcher{transport: t, users: users, reqTimeout: reqTimeout, stopping: stopping}
+func newRenewBatcher(t *transport.Transport, users *storeUsers, callTimeout time.Duration, stopping <-chan struct{}) *renewBatcher {
+	return &renewBatcher{transport: t, users: users, callTimeout: callTimeout, stopping: stopping, queues: map[uint64]*renewQueue{}}
+}
+
+// renewQueue is the keep-alives for one member: those waiting for the
+// next batch, and the batch on its way (sent is nil when none is).
+type renewQueue struct {
+	to      uint64
+	pending []*batchedRenew
+	sent    []*batchedRenew
+	cancel  context.CancelFunc // ends the batch on its way
 }
 
 // batchedRenew is one keep-alive waiting for its batch's answer.
 type batchedRenew struct {
-	leader uint64
-	id     int64
-	done   chan struct{} // closed once ttl and err are set
-	ttl    int64
-	err    error
+	id   int64
+	once sync.Once
+	done chan struct{} // closed once ttl and err are set
+	ttl  int64
+	err  error
+}
+
+// answer sets the keep-alive's answer; only the first one counts (a
+// retarget may answer a keep-alive whose batch answers later).
+func (r *batchedRenew) answer(ttl int64, err error) {
+	r.once.Do(func() {
+		r.ttl, r.err = ttl, err
+		close(r.done)
+	})
+}
+
+func answerAll(rs []*batchedRenew, ttl int64, err error) {
+	for _, r := range rs {
+		r.answer(ttl, err)
+	}
 }
 
 // renew forwards a keep-alive of lease id to leader with the next batch
 // and returns the leader's answer.
 func (b *renewBatcher) renew(ctx context.Context, leader uint64, id int64) (int64, error) {
-	r := &batchedRenew{leader: leader, id: id, done: make(chan struct{})}
+	r := &batchedRenew{id: id, done: make(chan struct{})}
 	b.mu.Lock()
-	b.pending = append(b.pending, r)
-	start := !b.flushing
-	b.flushing = true
+	if leader != b.leader {
+		b.mu.Unlock()
+		return -1, errRenewRetargeted
+	}
+	q := b.queues[leader]
+	if q == nil {
+		q = &renewQueue{to: leader}
+		b.queues[leader] = q
+	}
+	q.pending = append(q.pending, r)
+	start := len(q.pending) == 1 && q.sent == nil
 	b.mu.Unlock()
 	if start {
-		if err := b.users.spawn(b.flush); err != nil {
-			b.mu.Lock()
-			b.flushing = false
-			b.mu.Unlock()
+		if err := b.users.spawn(func() { b.flush(q) }); err != nil {
+			b.abandon(q, err)
 			return -1, err
 		}
 	}
@@ -93,49 +145,78 @@ func (b *renewBatcher) renew(ctx context.Context, leader uint64, id int64) (int6
 	}
 }
 
-// flush sends batches until none is pending.
-func (b *renewBatcher) flush() {
+// retarget is raft's news of a new leader (0: none known). Keep-alives
+// waiting for, or riding in, a batch to any other member get the
+// retryable errRenewRetargeted at once, and that member's batch on its
+// way is cancelled. It never blocks (it runs on the raft loop).
+func (b *renewBatcher) retarget(leader uint64) {
+	b.mu.Lock()
+	b.leader = leader
+	var stale []*renewQueue
+	for to, q := range b.queues {
+		if to != leader {
+			stale = append(stale, q)
+		}
+	}
+	b.mu.Unlock()
+	for _, q := range stale {
+		b.abandon(q, errRenewRetargeted)
+	}
+}
+
+// abandon removes q from the batcher, cancels its batch on its way and
+// answers all of its keep-alives with err.
+func (b *renewBatcher) abandon(q *renewQueue, err error) {
+	b.mu.Lock()
+	if b.queues[q.to] == q {
+		delete(b.queues, q.to)
+	}
+	rs := slices.Concat(q.pending, q.sent)
+	q.pending, q.sent = nil, nil
+	cancel := q.cancel
+	q.cancel = nil
+	b.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	answerAll(rs, -1, err)
+}
+
+// flush sends q's batches, one at a time, until none is pending or q is
+// abandoned.
+func (b *renewBatcher) flush(q *renewQueue) {
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout)
 		b.mu.Lock()
-		if len(b.pending) == 0 {
-			b.flushing = false
+		if b.queues[q.to] != q || len(q.pending) == 0 {
+			if b.queues[q.to] == q {
+				delete(b.queues, q.to)
+			}
+			q.sent, q.cancel = nil, nil
 			b.mu.Unlock()
+			cancel()
 			return
 		}
-		batch := b.takeLocked()
+		n := min(len(q.pending), maxRenewBatch)
+		batch := q.pending[:n:n] // capped: later keep-alives never land in it
+		q.pending = q.pending[n:]
+		q.sent, q.cancel = batch, cancel
 		b.mu.Unlock()
-		b.send(batch)
+		b.send(ctx, q.to, batch)
+		cancel()
 	}
 }
 
-// takeLocked removes the next batch from pending: up to maxRenewBatch
-// keep-alives for the leader of the oldest one (a leader change leaves
-// the others for the next batch).
-func (b *renewBatcher) takeLocked() []*batchedRenew {
-	leader := b.pending[0].leader
-	var batch []*batchedRenew
-	rest := b.pending[:0]
-	for _, r := range b.pending {
-		if r.leader == leader && len(batch) < maxRenewBatch {
-			batch = append(batch, r)
-		} else {
-			rest = append(rest, r)
-		}
-	}
-	clear(b.pending[len(rest):])
-	b.pending = rest
-	return batch
-}
-
-// send forwards one batch and hands each keep-alive its answer.
-func (b *renewBatcher) send(batch []*batchedRenew) {
+// send forwards one batch to member to and hands each keep-alive its
+// answer. The batch outlives the callers that gave up; it ends within the
+// call timeout, when its member stops leading (retarget cancels ctx), or
+// when this member stops (Stop waits for it).
+func (b *renewBatcher) send(ctx context.Context, to uint64, batch []*batchedRenew) {
 	ids := make([]int64, len(batch))
 	for i, r := range batch {
 		ids[i] = r.id
 	}
-	// The batch outlives the callers that gave up; it ends within the
-	// request timeout, or when the member stops (Stop waits for it).
-	ctx, cancel := context.WithTimeout(context.Background(), b.reqTimeout)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
@@ -145,14 +226,13 @@ func (b *renewBatcher) send(batch []*batchedRenew) {
 		}
 	}()
 	b.batches.Add(1)
-	answers, err := b.forward(ctx, batch[0].leader, ids)
+	answers, err := b.forward(ctx, to, ids)
 	for i, r := range batch {
 		if err != nil {
-			r.ttl, r.err = -1, err
+			r.answer(-1, err)
 		} else {
-			r.ttl, r.err = answers[i].ttl, answers[i].err
+			r.answer(answers[i].ttl, answers[i].err)
 		}
-		close(r.done)
 	}
 }
 

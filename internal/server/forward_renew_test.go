@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
@@ -146,4 +147,172 @@ func TestKeepAliveToLeaderOfEarlierBuild(t *testing.T) {
 	if refused.Load() == 0 {
 		t.Fatal("the follower never tried the batch method: the test did not exercise the fallback")
 	}
+}
+
+// startRenewCluster starts three members and returns a context ending
+// with the test (testTimeout at most), the leader and the two followers.
+func startRenewCluster(t *testing.T) (context.Context, *testMember, []*testMember) {
+	t.Helper()
+	ms := startTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	leader := leaderOf(t, ms)
+	return ctx, leader, testMembersExcept(ms, leader)
+}
+
+func grantLease(ctx context.Context, t *testing.T, m *testMember, ttl int64) *pb.LeaseGrantResponse {
+	t.Helper()
+	g, err := m.srv.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: ttl})
+	if err != nil {
+		t.Fatalf("grant a lease on %s: %v", m.name, err)
+	}
+	return g
+}
+
+// hangBatches makes m a member that takes forwarded keep-alive batches
+// and never answers them (a frozen or cut-off leader), until the test
+// ends. entered receives one value per batch it takes.
+func hangBatches(t *testing.T, m *testMember) (entered <-chan struct{}) {
+	t.Helper()
+	in := make(chan struct{}, 64)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	if err := m.srv.transport.RegisterForwardHandler(methodLeaseRenewBatch, func(context.Context, []byte) ([]byte, error) {
+		select {
+		case in <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil, errors.New("released at the end of the test")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// renewResult is what one renew call returned, and when.
+type renewResult struct {
+	ttl int64
+	err error
+	at  time.Time
+}
+
+func renewAsync(ctx context.Context, b *renewBatcher, leader uint64, id int64) <-chan renewResult {
+	ch := make(chan renewResult, 1)
+	go func() {
+		ttl, err := b.renew(ctx, leader, id)
+		ch <- renewResult{ttl, err, time.Now()}
+	}()
+	return ch
+}
+
+// A batch stuck on a member that never answers neither delays keep-alives
+// to the new leader nor keeps its own keep-alives waiting once raft
+// reports that leader: they are answered at once with the retryable
+// ErrNotPrimary, and the new leader's batch goes while the stuck one is
+// still on its way. The batcher here has an hour's call timeout, so only
+// the retarget can end the stuck batch.
+func TestRenewBatcherRetargetsPastStuckMember(t *testing.T) {
+	ctx, leader, followers := startRenewCluster(t)
+	from, stuck := followers[0], followers[1]
+	entered := hangBatches(t, stuck)
+	g := grantLease(ctx, t, from, 30)
+	b := newRenewBatcher(from.srv.transport, &from.srv.users, time.Hour, from.srv.stopping)
+
+	// The batcher believes the stuck member leads: keep-alives go there
+	// and wait, the first in a batch on its way, the others behind it.
+	b.retarget(stuck.srv.id)
+	first := renewAsync(ctx, b, stuck.srv.id, g.ID)
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the keep-alive never reached the stuck member")
+	}
+	queued := renewAsync(ctx, b, stuck.srv.id, g.ID)
+
+	// Raft reports the real leader: both are answered at once, retryably.
+	changedAt := time.Now()
+	b.retarget(leader.srv.id)
+	for _, ch := range []<-chan renewResult{first, queued} {
+		select {
+		case r := <-ch:
+			if !errors.Is(r.err, lease.ErrNotPrimary) {
+				t.Fatalf("keep-alive to the member that stopped leading: ttl %d, %v; want ErrNotPrimary", r.ttl, r.err)
+			}
+			// Retargeting is a few channel closes; 1 s is for a loaded
+			// 2-core machine under -race, still far below any timeout.
+			if d := r.at.Sub(changedAt); d > time.Second {
+				t.Fatalf("keep-alive to the member that stopped leading answered %v after the leader change", d)
+			}
+		case <-ctx.Done():
+			t.Fatal("a keep-alive to the member that stopped leading was never answered")
+		}
+	}
+	// A keep-alive for a member that no longer leads is refused at once.
+	if _, err := b.renew(ctx, stuck.srv.id, g.ID); !errors.Is(err, lease.ErrNotPrimary) {
+		t.Fatalf("keep-alive to a member that does not lead: %v, want ErrNotPrimary", err)
+	}
+	// The new leader renews, whatever the stuck member still holds.
+	if ttl, err := b.renew(ctx, leader.srv.id, g.ID); err != nil || ttl != 30 {
+		t.Fatalf("keep-alive to the new leader: ttl %d, %v; want 30", ttl, err)
+	}
+}
+
+// A batch is bounded by the call timeout, far below the request timeout:
+// a leader that never answers gets the keep-alive's caller a retryable
+// error within it, not after the request timeout.
+func TestRenewBatchBoundedByCallTimeout(t *testing.T) {
+	ctx, leader, followers := startRenewCluster(t)
+	from := followers[0]
+	hangBatches(t, leader)
+	const callTimeout = 200 * time.Millisecond
+	b := newRenewBatcher(from.srv.transport, &from.srv.users, callTimeout, from.srv.stopping)
+	b.retarget(leader.srv.id)
+	start := time.Now()
+	_, err := b.renew(ctx, leader.srv.id, 1)
+	took := time.Since(start)
+	if !errors.Is(err, lease.ErrNotPrimary) {
+		t.Fatalf("keep-alive to a leader that never answers: %v, want the retryable ErrNotPrimary", err)
+	}
+	// The margin (2 s over 200 ms) is for a loaded machine; the request
+	// timeout is over 5 s.
+	if took > callTimeout+2*time.Second || took >= from.srv.reqTimeout {
+		t.Fatalf("keep-alive to a leader that never answers took %v; want about the call timeout %v", took, callTimeout)
+	}
+}
+
+// Through the member's own path (LeaseRenew): a keep-alive whose batch is
+// stuck on a leader that never answers is answered by the next leader as
+// soon as leadership moves, not after the request timeout.
+func TestKeepAliveReachesNewLeaderPastStuckBatch(t *testing.T) {
+	ctx, leader, followers := startRenewCluster(t)
+	from, next := followers[0], followers[1]
+	g := grantLease(ctx, t, from, 30)
+	entered := hangBatches(t, leader)
+	done := make(chan renewResult, 1)
+	go func() {
+		ttl, err := from.srv.LeaseRenew(ctx, g.ID)
+		done <- renewResult{ttl, err, time.Now()}
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the keep-alive never reached the leader")
+	}
+	if err := leader.srv.MoveLeader(ctx, next.srv.id); err != nil {
+		t.Fatalf("move leadership to %s: %v", next.name, err)
+	}
+	movedAt := time.Now()
+	r := <-done
+	if r.err != nil || r.ttl != 30 {
+		t.Fatalf("keep-alive stuck on the old leader: ttl %d, %v; want 30 from the next leader", r.ttl, r.err)
+	}
+	// The next leader answers within a few election timeouts (100 ms
+	// here) of taking over; 2 s is for a loaded machine under -race and
+	// still far below the request timeout (over 5 s), after which the
+	// keep-alive would fail.
+	if d := r.at.Sub(movedAt); d > 2*time.Second {
+		t.Fatalf("keep-alive answered %v after leadership moved", d)
+	}
+	t.Logf("keep-alive answered %v after MoveLeader returned", r.at.Sub(movedAt).Round(time.Millisecond))
 }

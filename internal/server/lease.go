@@ -35,6 +35,9 @@ type memberLeases struct {
 	mu     sync.Mutex
 	leader uint64 // as last reported by raft's OnLeaderChange
 	term   uint64
+	// changed is closed, and replaced, when the leader changes: a
+	// keep-alive waiting to retry goes to the new leader at once.
+	changed chan struct{}
 }
 
 // leaseRaft is how the lessor's decisions reach raft: the member's
@@ -57,6 +60,7 @@ func newMemberLeases(cfg Config, log *slog.Logger, id uint64, reqTimeout time.Du
 		electionTimeout: time.Duration(cfg.ElectionTicks) * cfg.TickInterval,
 		reqTimeout:      reqTimeout,
 		stopping:        stopping,
+		changed:         make(chan struct{}),
 	}
 	l, err := lease.New(lease.Config{
 		Logger:               log.With("component", "lessor"),
@@ -79,6 +83,8 @@ func newMemberLeases(cfg Config, log *slog.Logger, id uint64, reqTimeout time.Du
 func (ml *memberLeases) leaderChanged(leader, term uint64) {
 	ml.mu.Lock()
 	ml.leader, ml.term = leader, term
+	close(ml.changed)
+	ml.changed = make(chan struct{})
 	ml.mu.Unlock()
 	if leader != ml.id {
 		ml.lessor.Demote()
@@ -102,9 +108,16 @@ func (ml *memberLeases) leaderEntryApplied(term uint64) (leading bool) {
 }
 
 func (ml *memberLeases) currentLeader() uint64 {
+	leader, _ := ml.leaderAndChange()
+	return leader
+}
+
+// leaderAndChange is the current leader and a channel closed when it
+// changes.
+func (ml *memberLeases) leaderAndChange() (uint64, <-chan struct{}) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	return ml.leader
+	return ml.leader, ml.changed
 }
 
 // leaseProposer is the lessor's lease.Proposer.
@@ -300,13 +313,15 @@ func isContextError(err error) bool {
 }
 
 // untilAnswered calls try with the current leader until it reports an
-// answer, pacing retries, within the request timeout.
+// answer, within the request timeout. Retries are paced, but one follows
+// at once when the leader changes: a keep-alive the old leader left
+// unanswered goes to the new one as soon as raft knows it.
 func (ml *memberLeases) untilAnswered(ctx context.Context, try func(ctx context.Context, leader uint64) (answered bool, err error)) error {
 	cctx, cancel := context.WithTimeout(ctx, ml.reqTimeout)
 	defer cancel()
 	for {
 		promoted := ml.lessor.Promoted()
-		leader := ml.currentLeader()
+		leader, changed := ml.leaderAndChange()
 		answered, err := try(cctx, leader)
 		if answered && (cctx.Err() == nil || !isContextError(err)) {
 			return err
@@ -318,6 +333,7 @@ func (ml *memberLeases) untilAnswered(ctx context.Context, try func(ctx context.
 		retry := time.NewTimer(leaseRetryInterval)
 		select {
 		case <-waitPromotion:
+		case <-changed:
 		case <-retry.C:
 		case <-ml.stopping:
 			retry.Stop()

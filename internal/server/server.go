@@ -391,7 +391,7 @@ func (s *Server) startRaft(who identity) error {
 		return fmt.Errorf("server: create peer transport: %w", err)
 	}
 	s.transport = tr
-	s.renewals = newRenewBatcher(tr, &s.users, s.reqTimeout, s.stopping)
+	s.renewals = newRenewBatcher(tr, &s.users, s.leases.electionTimeout, s.stopping)
 	s.peers.seed(s.log, tr, who.peers)
 	s.peers.sync(s.log, tr, s.cluster.Members(), s.cluster.IsRemoved)
 	s.learner.Store(s.cluster.IsLearner(s.id))

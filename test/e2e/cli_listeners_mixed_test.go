@@ -8,10 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/metastore-io/metastore/test/framework"
 )
@@ -48,15 +46,7 @@ func TestClientURLsHTTPAndHTTPSOnOnePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newClient := func(endpoint string, tc *tls.Config) *clientv3.Client {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: tc, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		return cli
-	}
-	plainCli, tlsCli := newClient(plain, nil), newClient(secure, tlsCfg.Clone())
+	plainCli, tlsCli := newTestClient(t, plain), newTestClientTLS(t, secure, tlsCfg.Clone())
 	m.pollUntil(ctx, func(ctx context.Context) error {
 		_, err := plainCli.Put(ctx, "from-plain", "p")
 		return err

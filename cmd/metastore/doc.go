@@ -6,6 +6,7 @@
 //	metastore snapshot status FILE           etcdutl snapshot status for
 //	metastore snapshot restore FILE [flags]  the files `etcdctl snapshot
 //	                                         save` fetches from a member
+//	metastore gateway start [flags]          etcd's L4 gateway (gateway.go)
 //
 // The serve flags are etcd 3.6's whole command line, one file per area
 // (flags_<area>.go, all registered from options.register), plus

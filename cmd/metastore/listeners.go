@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"strings"
 
 	"google.golang.org/grpc/credentials"
 
@@ -29,17 +31,32 @@ type clientListeners struct {
 type boundURL struct {
 	l   net.Listener
 	url string
+	// tlsURL is the https (unixs) URL naming the same socket as an http
+	// (unix) url: the listener serves both, TLS told apart per
+	// connection, and l is the plain socket.
+	tlsURL string
 }
 
 func (o *options) openClientListeners(client *tlsutil.Material, logger *slog.Logger) (clientListeners, error) {
 	var cl clientListeners
 	open := func(urls []string, into *[]boundURL, what string) error {
-		for _, u := range urls {
-			l, err := o.listen.listen(u)
+		for _, group := range groupBySocket(urls) {
+			l, err := o.listen.listen(group[0])
 			if err != nil {
-				return fmt.Errorf("listen for %s on %s: %w", what, u, err)
+				return fmt.Errorf("listen for %s on %s: %w", what, strings.Join(group, ","), err)
 			}
-			*into = append(*into, boundURL{wrapListener(l, u, client, "client", logger), u})
+			b := boundURL{url: group[0]}
+			for _, u := range group[1:] {
+				if isTLSURL(u) != isTLSURL(b.url) {
+					b.tlsURL = u
+				}
+			}
+			if b.tlsURL != "" && isTLSURL(b.url) {
+				b.url, b.tlsURL = b.tlsURL, b.url
+			}
+			// A shared socket is wrapped in TLS per connection, when served.
+			b.l = wrapListener(l, b.url, client, "client", logger)
+			*into = append(*into, b)
 		}
 		return nil
 	}
@@ -56,6 +73,32 @@ func (o *options) openClientListeners(client *tlsutil.Material, logger *slog.Log
 	}
 	cl.split = len(cl.http) > 0
 	return cl, nil
+}
+
+// groupBySocket groups URLs by the socket they name, in first-seen
+// order: etcd binds one listener per host:port (or socket path), so that
+// http:// and https:// URLs on one port share it.
+func groupBySocket(urls []string) [][]string {
+	var groups [][]string
+	index := map[string]int{}
+	for _, raw := range urls {
+		key := raw
+		if u, err := url.Parse(raw); err == nil {
+			switch u.Scheme {
+			case "unix", "unixs":
+				key = "unix " + u.Host + u.Path
+			case "http", "https":
+				key = "tcp " + u.Host
+			}
+		}
+		if i, ok := index[key]; ok {
+			groups[i] = append(groups[i], raw)
+			continue
+		}
+		index[key] = len(groups)
+		groups = append(groups, []string{raw})
+	}
+	return groups
 }
 
 // gatewayTarget is where the JSON gateway dials when the HTTP endpoints
@@ -82,24 +125,33 @@ func (cl clientListeners) gatewayCreds(client *tlsutil.Material) (credentials.Tr
 
 // serverListeners are the listeners as the member serves them. A TLS
 // client URL serves gRPC and HTTP on the one TLS connection, told apart
-// per request.
+// per request; a socket both an http and an https URL name serves both,
+// told apart per connection (etcdcompat's ServeMixed).
 func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog.Logger) ([]server.ClientListener, error) {
 	var out []server.ClientListener
 	add := func(b boundURL, kind etcdcompat.ListenerKind) error {
-		if isTLSURL(b.url) {
-			gatewayTLS, err := client.GatewayConfig()
-			if err != nil {
-				return fmt.Errorf("client TLS: %w", err)
-			}
+		if b.tlsURL == "" && !isTLSURL(b.url) {
 			out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
-				logServing(logger, "serving client traffic securely", kind, l)
+				logServing(logger, l, kind, insecureTraffic)
+				return clients.ServeKind(l, kind)
+			}})
+			return nil
+		}
+		gatewayTLS, err := client.GatewayConfig()
+		if err != nil {
+			return fmt.Errorf("client TLS: %w", err)
+		}
+		if b.tlsURL == "" {
+			out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
+				logServing(logger, l, kind, secureTraffic)
 				return clients.ServeTLS(l, gatewayTLS, kind)
 			}})
 			return nil
 		}
+		wrapTLS := func(l net.Listener) net.Listener { return wrapListener(l, b.tlsURL, client, "client", logger) }
 		out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
-			logServing(logger, "serving client traffic insecurely; this is strongly discouraged!", kind, l)
-			return clients.ServeKind(l, kind)
+			logServing(logger, l, kind, insecureTraffic, secureTraffic)
+			return clients.ServeMixed(l, wrapTLS, gatewayTLS, kind)
 		}})
 		return nil
 	}
@@ -126,12 +178,19 @@ func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog
 	return out, nil
 }
 
+// etcd's words for how a client listener serves.
+const (
+	insecureTraffic = "serving client traffic insecurely; this is strongly discouraged!"
+	secureTraffic   = "serving client traffic securely"
+)
+
 // logServing logs what etcd logs when a client listener starts serving
 // (embed/serve.go), in its words and fields: "ready to serve client
-// requests", then how the listener serves. Operators' scripts and etcd's
-// own test framework wait for the first line; the member is ready
-// (published to the cluster) by the time a listener is served.
-func logServing(logger *slog.Logger, msg string, kind etcdcompat.ListenerKind, l net.Listener) {
+// requests" once per listener, then a line per way it serves (msgs:
+// plaintext, TLS, or both on a shared socket). Operators' scripts and
+// etcd's own test framework wait for the first line; the member is
+// ready (published to the cluster) by the time a listener is served.
+func logServing(logger *slog.Logger, l net.Listener, kind etcdcompat.ListenerKind, msgs ...string) {
 	traffic := "grpc+http"
 	switch kind {
 	case etcdcompat.ServeGRPCOnly:
@@ -140,7 +199,9 @@ func logServing(logger *slog.Logger, msg string, kind etcdcompat.ListenerKind, l
 		traffic = "http"
 	}
 	logger.Info("ready to serve client requests")
-	logger.Info(msg, "traffic", traffic, "address", l.Addr().String())
+	for _, msg := range msgs {
+		logger.Info(msg, "traffic", traffic, "address", l.Addr().String())
+	}
 }
 
 func (cl clientListeners) close() {

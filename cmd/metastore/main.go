@@ -89,6 +89,7 @@ func newRootCommand() *cobra.Command {
 		Run:   func(cmd *cobra.Command, _ []string) { printVersion(cmd) },
 	})
 	root.AddCommand(newSnapshotCommand())
+	root.AddCommand(newGatewayCommand())
 	return root
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -96,7 +97,13 @@ func TestKubeadmCommandLine(t *testing.T) {
 
 func newTestClient(t *testing.T, endpoint string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return newTestClientTLS(t, endpoint, nil)
+}
+
+// newTestClientTLS is newTestClient over TLS (tc nil: plaintext).
+func newTestClientTLS(t *testing.T, endpoint string, tc *tls.Config) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: tc, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

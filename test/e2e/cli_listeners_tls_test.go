@@ -10,7 +10,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/metastore-io/metastore/test/framework"
 )
@@ -43,14 +42,7 @@ func TestClientHTTPURLsTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grpcClient := func(endpoint string) *clientv3.Client {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, TLS: tlsCfg.Clone(), Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		return cli
-	}
+	grpcClient := func(endpoint string) *clientv3.Client { return newTestClientTLS(t, endpoint, tlsCfg.Clone()) }
 	// HTTP/2 as curl and Go negotiate it through ALPN.
 	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg.Clone(), ForceAttemptHTTP2: true}}
 	t.Cleanup(h2.CloseIdleConnections)

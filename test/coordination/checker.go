@@ -35,8 +35,7 @@ const (
 
 // CheckConfig tunes the checker; the zero value takes the constants.
 type CheckConfig struct {
-	HangBound     time.Duration // RequestTimeout + HangMargin when zero
-	OverlapMargin time.Duration
+	HangBound time.Duration // RequestTimeout + HangMargin when zero
 }
 
 // Violation is one broken rule.
@@ -103,7 +102,7 @@ func Check(s Snapshot, cfg CheckConfig) Report {
 	holds := holdsByResource(s)
 	for _, res := range slices.Sorted(maps.Keys(holds)) {
 		checkFencing(&r, res, holds[res])
-		checkOverlap(&r, res, holds[res], s.At, cfg.OverlapMargin)
+		checkOverlap(&r, res, holds[res], s.At, OverlapMargin)
 	}
 	checkFIFO(&r, s)
 	checkHangs(&r, s, cfg.HangBound)

@@ -95,9 +95,7 @@ func checkSDKWait(r *Report, c Call, end time.Time, keys []KeyLife, at time.Time
 		if gap := k.Created.Sub(cursor); gap > longest {
 			longest, from = gap, cursor
 		}
-		if gone.After(cursor) {
-			cursor = gone
-		}
+		cursor = gone
 	}
 	if gap := end.Sub(cursor); gap > longest {
 		longest, from = gap, cursor

@@ -35,7 +35,7 @@ func (s *script) cycle(res, client string, api API, ask, grant, end int, token i
 }
 
 func (s *script) unlock(hold *Hold, api API, end int) {
-	s.at(end).hist.EndHold(hold, EndUnlock)
+	s.at(end).hist.EndHold(hold, EndUnlock, "")
 	u := s.hist.StartCall(hold.Resource, hold.Client, api, OpUnlock)
 	s.at(end+5).hist.EndCall(u, nil)
 }
@@ -87,7 +87,7 @@ func TestCheckerFencing(t *testing.T) {
 	// The same node given its own place back holds the same token again.
 	s = newScript()
 	call := s.at(0).hist.StartCall("http/r0", "a", APIHTTP, OpLock)
-	s.at(10).hist.EndHold(s.hist.Grant(call, 9, 0), EndLost)
+	s.at(10).hist.EndHold(s.hist.Grant(call, 9, 0), EndLost, "")
 	s.cycle("http/r0", "a", APIHTTP, 20, 30, 100, 9)
 	expect(t, s.check(t, 1000), "", 0)
 }
@@ -113,7 +113,7 @@ func TestCheckerLostEndsTheBelief(t *testing.T) {
 	s := newScript()
 	call := s.at(0).hist.StartCall("sdk/r0", "a", APISDK, OpLock)
 	a := s.at(10).hist.Grant(call, 5, 0)
-	s.at(3900).hist.EndHold(a, EndLost)
+	s.at(3900).hist.EndHold(a, EndLost, "")
 	s.cycle("sdk/r0", "b", APISDK, 20, 4000, 4100, 8)
 	expect(t, s.check(t, 5000), "", 0)
 
@@ -193,7 +193,7 @@ func TestCheckerUnlockHang(t *testing.T) {
 	s := newScript()
 	call := s.at(0).hist.StartCall("sdk/r0", "a", APISDK, OpLock)
 	a := s.at(10).hist.Grant(call, 3, 0)
-	s.at(100).hist.EndHold(a, EndUnlock)
+	s.at(100).hist.EndHold(a, EndUnlock, "")
 	s.hist.StartCall("sdk/r0", "a", APISDK, OpUnlock) // never answered
 	expect(t, s.check(t, 20000), RuleHang, 1)
 }
@@ -209,7 +209,7 @@ func TestCheckerSDKHang(t *testing.T) {
 	h := s.at(5).hist.Grant(call, 3, 0)
 	w := s.at(10).hist.StartCall("sdk/r0", "w", APISDK, OpLock)
 	s.at(40).hist.KeyCreated("sdk/r0", "w", "/q/r0/2")
-	s.at(1000).hist.EndHold(h, EndLost)
+	s.at(1000).hist.EndHold(h, EndLost, "")
 	s.at(12990).hist.KeyDeleted("/q/r0/1")
 	s.unlock(s.at(13000).hist.Grant(w, 5, 0), APISDK, 13100)
 	expect(t, s.check(t, 14000), "", 0)

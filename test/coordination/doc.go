@@ -8,7 +8,7 @@
 // Three resources per lock API, four contenders per resource, contender j
 // of resource r bound to member (r + j) mod 3, so every lock has waiters
 // on every member. Each contender locks, holds for a random time
-// (20-300 ms; one hold in eight 4-6.5 s, longer than a lease outlives a
+// (20-300 ms; one hold in eight 6-9 s, longer than a lease outlives a
 // frozen member, so that a holder nobody tells it lost the lock is still
 // at work when the next holder is granted), and unlocks, over and over:
 //
@@ -30,7 +30,9 @@
 // (lock, unlock) with its send and return times; an HTTP /lock call also
 // with every read of its stream (the queued event and the service's
 // heartbeat line every second), which a wrapped http.Transport sees while
-// lockclient reads. Every belief: a holder holds from the moment its lock
+// lockclient reads. Every key of the SDK's queues, as an observer
+// watching them through all members sees it come and go (its value names
+// the contender). Every belief: a holder holds from the moment its lock
 // call returned the lock to the first of its unlock being sent and Lost()
 // firing, with its fencing token (Token, FencingToken).
 //
@@ -59,9 +61,10 @@
 //     timeout (7 s) plus a 2 s margin. An HTTP lock call legitimately
 //     queued behind a holder hears the heartbeats; one on a dead or
 //     frozen stream hears nothing, so silence is the test, queued or not.
-//     An SDK lock call is hung when it stays unanswered for the bound
-//     after a contender that asked more than the bound after it was
-//     granted: that contender was behind it.
+//     An SDK lock call says nothing while it waits: it is hung when it
+//     went the bound neither answered nor with a key in the queue (a key
+//     waiting in line is queued, however long, even behind a dead
+//     holder's key that waits for its lease).
 //   - lease: a plain lease (TTL 5 s) kept alive with clientv3 KeepAlive
 //     through a follower still exists after each leader freeze and cut,
 //     when a leader is agreed again.
@@ -73,7 +76,11 @@
 //
 // A Fault hurts, holds, heals and returns; the runner then waits until
 // every member is ready and lets the workload run a 3 s calm. The faults
-// of this package, each held 12 s (freezes and cuts) or 4 s (kills):
+// of this package, each held 12 s (freezes and cuts) or 4 s (kills); the
+// freezes and cuts strike just after a long hold was granted through the
+// member they hurt (waiting up to 30 s for one), so that every run has a
+// holder at work past its lease (an HTTP one for the freezes, an SDK one
+// for the cut):
 //
 //	member-freeze   SIGSTOP a follower
 //	leader-freeze   SIGSTOP the leader (with a lease probe)

@@ -42,6 +42,9 @@ type Env struct {
 	Hist    *History
 	// clients are bound to one member each, by name.
 	clients map[string]*clientv3.Client
+	// aimed are the lock calls whose holds the faults struck, for the
+	// run's report.
+	aimed []int
 }
 
 // newEnv builds the environment of cluster's faults.
@@ -119,21 +122,22 @@ const (
 	aimFresh = 300 * time.Millisecond
 )
 
-// aim waits until a contender served by one of ms has just been granted
-// a long hold, and returns that member: a freeze or cut then strikes a
-// holder that goes on working past its lease. If none comes within
-// aimTimeout it returns ms[0].
-func (e *Env) aim(ctx context.Context, ms []*framework.Member) *framework.Member {
+// aim waits until a contender of api served by one of ms has just been
+// granted a long hold, and returns that member: a freeze or cut then
+// strikes a holder that goes on working past its lease. If none comes
+// within aimTimeout it returns ms[0].
+func (e *Env) aim(ctx context.Context, api API, ms []*framework.Member) *framework.Member {
 	ctx, cancel := context.WithTimeout(ctx, aimTimeout)
 	defer cancel()
 	for ctx.Err() == nil {
 		for _, h := range e.Hist.holding() {
-			if h.Planned < longHoldMin || time.Since(h.Granted) > aimFresh {
+			if h.Planned < longHoldMin || time.Since(h.Granted) > aimFresh || !strings.HasPrefix(h.Resource, string(api)+"/") {
 				continue
 			}
 			_, member, _ := strings.Cut(h.Client, "@")
 			for _, m := range ms {
 				if m.Name() == member {
+					e.aimed = append(e.aimed, h.Call)
 					e.T.Logf("fault: aimed at %s, serving %s's hold of %v on %s", member, h.Client, h.Planned.Round(time.Millisecond), h.Resource)
 					return m
 				}
@@ -141,7 +145,7 @@ func (e *Env) aim(ctx context.Context, ms []*framework.Member) *framework.Member
 		}
 		pause(ctx, 20*time.Millisecond)
 	}
-	e.T.Logf("fault: no long hold on %s within %v; striking %s anyway", names(ms), aimTimeout, ms[0].Name())
+	e.T.Logf("fault: no long %s hold on %s within %v; striking %s anyway", api, names(ms), aimTimeout, ms[0].Name())
 	return ms[0]
 }
 
@@ -162,7 +166,8 @@ const cutHold = 12 * time.Second
 const killHold = 4 * time.Second
 
 // memberFreeze freezes one follower (SIGSTOP) for cutHold, aimed at a
-// long hold.
+// long HTTP hold. (The freezes aim at the HTTP service, whose client has
+// no deadline of its own today; the cut at the SDK, whose has.)
 type memberFreeze struct{}
 
 func (memberFreeze) Name() string { return "member-freeze" }
@@ -172,7 +177,7 @@ func (memberFreeze) Inject(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	return freeze(ctx, e.aim(ctx, followers))
+	return freeze(ctx, e.aim(ctx, APIHTTP, followers))
 }
 
 func freeze(ctx context.Context, m *framework.Member) error {
@@ -183,7 +188,7 @@ func freeze(ctx context.Context, m *framework.Member) error {
 	return m.Resume()
 }
 
-// leaderFreeze freezes the leader for cutHold, aimed at a long hold,
+// leaderFreeze freezes the leader for cutHold, aimed at a long HTTP hold,
 // with a lease probe through a follower.
 type leaderFreeze struct{}
 
@@ -194,11 +199,11 @@ func (f leaderFreeze) Inject(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	e.aim(ctx, []*framework.Member{leader})
+	e.aim(ctx, APIHTTP, []*framework.Member{leader})
 	return withLeaseProbe(ctx, e, f.Name(), followers[0], func() error { return freeze(ctx, leader) })
 }
 
-// peerCut cuts the leader's peer links for cutHold, aimed at a long
+// peerCut cuts the leader's peer links for cutHold, aimed at a long SDK
 // hold, with a lease probe through a follower. Odd injections isolate (connections closed, new
 // ones refused), even ones stall (held open, nothing forwarded).
 type peerCut struct{ n *int }
@@ -212,7 +217,7 @@ func (f peerCut) Inject(ctx context.Context, e *Env) error {
 	}
 	*f.n++
 	net := e.Cluster.Network()
-	e.aim(ctx, []*framework.Member{leader})
+	e.aim(ctx, APISDK, []*framework.Member{leader})
 	return withLeaseProbe(ctx, e, f.Name(), followers[0], func() error {
 		if *f.n%2 == 1 {
 			net.Isolate(leader.Name())

@@ -63,6 +63,7 @@ type Hold struct {
 	Granted  time.Time
 	End      time.Time // zero while still believed
 	EndCause string
+	Why      string // for EndLost: the lock's Err()
 }
 
 // LeaseProbe is one plain lease kept alive through a follower across a
@@ -96,6 +97,7 @@ type History struct {
 	holds    []*Hold
 	probes   []LeaseProbe
 	keys     []*KeyLife
+	keyIndex map[string]int   // key -> index in keys
 	highest  map[string]int64 // resource -> highest token the store accepted
 	writes   int
 	refusals int
@@ -106,7 +108,7 @@ type History struct {
 func NewHistory() *History { return newHistoryAt(time.Now) }
 
 func newHistoryAt(clock func() time.Time) *History {
-	return &History{highest: map[string]int64{}, clock: clock}
+	return &History{highest: map[string]int64{}, keyIndex: map[string]int{}, clock: clock}
 }
 
 // StartCall records that a call is being sent now.
@@ -182,13 +184,13 @@ func (h *History) writeLocked(resource string, token int64) bool {
 	return true
 }
 
-// EndHold ends the holder's belief now, for cause, unless it already
-// ended (the first of unlock and Lost() counts).
-func (h *History) EndHold(hold *Hold, cause string) {
+// EndHold ends the holder's belief now, for cause (why says more),
+// unless it already ended (the first of unlock and Lost() counts).
+func (h *History) EndHold(hold *Hold, cause, why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if hold.End.IsZero() {
-		hold.End, hold.EndCause = h.clock(), cause
+		hold.End, hold.EndCause, hold.Why = h.clock(), cause, why
 	}
 }
 
@@ -212,22 +214,26 @@ func (h *History) AddProbe(p LeaseProbe) {
 	h.probes = append(h.probes, p)
 }
 
-// KeyCreated records that the observer saw owner's key join a queue.
+// KeyCreated records that an observer saw owner's key join a queue,
+// unless another one saw it first. (The SDK's keys name their lease, so
+// a key is never created twice.)
 func (h *History) KeyCreated(resource, owner, key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, seen := h.keyIndex[key]; seen {
+		return
+	}
+	h.keyIndex[key] = len(h.keys)
 	h.keys = append(h.keys, &KeyLife{Resource: resource, Owner: owner, Key: key, Created: h.clock()})
 }
 
-// KeyDeleted records that the observer saw key leave its queue.
+// KeyDeleted records that an observer saw key leave its queue, unless
+// another one saw it first.
 func (h *History) KeyDeleted(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for i := len(h.keys) - 1; i >= 0; i-- {
-		if k := h.keys[i]; k.Key == key && k.Deleted.IsZero() {
-			k.Deleted = h.clock()
-			return
-		}
+	if i, seen := h.keyIndex[key]; seen && h.keys[i].Deleted.IsZero() {
+		h.keys[i].Deleted = h.clock()
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -16,21 +16,34 @@ import (
 // contenders, until ctx ends: every key that joins a queue (its value is
 // the contender, lock.WithOwner) and leaves it is recorded in hist, so the
 // checker can tell an SDK lock call waiting in line from one that is not
-// in the queue at all. It watches from the revision it starts at, through
-// cli (every member, so a dead or frozen one is left for another).
-func observeSDKQueues(ctx context.Context, cli *clientv3.Client, hist *History) (done <-chan struct{}, err error) {
-	resp, err := cli.Get(ctx, sdkPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+// in the queue at all. One watcher per member, each on a client bound to
+// it, all from the revision it starts at: a key comes and goes when the
+// first of them sees it, so a frozen or cut-off member's watcher, which
+// lags, changes nothing.
+func observeSDKQueues(ctx context.Context, clients []*clientv3.Client, hist *History) (done <-chan struct{}, err error) {
+	var resp *clientv3.GetResponse
+	for _, cli := range clients {
+		if resp, err = cli.Get(ctx, sdkPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("observe the sdk queues: %w", err)
 	}
 	finished := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, cli := range clients {
+		wg.Go(func() {
+			next := resp.Header.Revision + 1
+			for ctx.Err() == nil {
+				next = observeFrom(ctx, cli, hist, next)
+				pause(ctx, retryPause)
+			}
+		})
+	}
 	go func() {
-		defer close(finished)
-		next := resp.Header.Revision + 1
-		for ctx.Err() == nil {
-			next = observeFrom(ctx, cli, hist, next)
-			pause(ctx, retryPause)
-		}
+		wg.Wait()
+		close(finished)
 	}()
 	return finished, nil
 }
@@ -67,20 +80,28 @@ func sdkResource(key string) string {
 	return string(APISDK) + "/" + name
 }
 
-// observerKeepAlive finds a frozen member's watch stream dead so that the
-// observer's client moves to another member.
-const observerKeepAlive = 2 * time.Second
-
-// newObserverClient is a client on every member of c for the observer.
-func newObserverClient(c *framework.Cluster) (*clientv3.Client, error) {
+// newObserverClients are clients bound to one member each, for the
+// observer.
+func newObserverClients(c *framework.Cluster) ([]*clientv3.Client, error) {
 	tlsCfg, err := c.TLS().ClientTLS()
 	if err != nil {
 		return nil, fmt.Errorf("observer client TLS: %w", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), TLS: tlsCfg, DialTimeout: framework.DefaultDialTimeout,
-		DialKeepAliveTime: observerKeepAlive, DialKeepAliveTimeout: observerKeepAlive, Logger: zap.NewNop()})
-	if err != nil {
-		return nil, fmt.Errorf("observer client: %w", err)
+	var clients []*clientv3.Client
+	for _, m := range c.Members() {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint()}, TLS: tlsCfg,
+			DialTimeout: framework.DefaultDialTimeout, Logger: zap.NewNop()})
+		if err != nil {
+			closeAll(clients)
+			return nil, fmt.Errorf("observer client for %s: %w", m.Name(), err)
+		}
+		clients = append(clients, cli)
 	}
-	return cli, nil
+	return clients, nil
+}
+
+func closeAll(clients []*clientv3.Client) {
+	for _, cli := range clients {
+		cli.Close()
+	}
 }

@@ -3,7 +3,9 @@ package coordination
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,14 +68,14 @@ func Run(t *testing.T, cfg RunConfig) {
 	}
 	defer w.close()
 	env := newEnv(t, c, hist)
-	obsCli, err := newObserverClient(c)
+	obsClients, err := newObserverClients(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer obsCli.Close()
+	defer closeAll(obsClients)
 	obsCtx, stopObserver := context.WithCancel(ctx)
 	defer stopObserver()
-	observed, err := observeSDKQueues(obsCtx, obsCli, hist)
+	observed, err := observeSDKQueues(obsCtx, obsClients, hist)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,12 @@ func Run(t *testing.T, cfg RunConfig) {
 	if injectErr != nil {
 		t.Fatalf("fault harness: %v", injectErr)
 	}
-	report := Check(hist.Snapshot(), CheckConfig{})
+	snap := hist.Snapshot()
+	report := Check(snap, CheckConfig{})
+	for _, id := range env.aimed {
+		t.Logf("struck hold: %s", describeHold(snap, id))
+	}
+	t.Logf("losses: %s", losses(snap))
 	reportByFault(t, report, windows)
 	t.Logf("summary: target=%s engine=%s duration=%v operations=%d grants=%d writes=%d refusals=%d faults-injected=%d (%s) min-gap=%v (%s) max-silence=%v max-lock-wait=%v verdict=%s",
 		c.Target(), framework.EngineName(), cfg.Duration, report.Calls, report.Grants, report.Writes, report.Refusals,
@@ -189,3 +196,58 @@ func countFaults(windows []window) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// describeHold says how the hold granted by lock call id ended and when
+// the lock was next granted.
+func describeHold(s Snapshot, id int) string {
+	var h Hold
+	found := false
+	for _, x := range s.Holds {
+		if x.Call == id {
+			h, found = x, true
+		}
+	}
+	if !found {
+		return fmt.Sprintf("call %d granted nothing", id)
+	}
+	out := fmt.Sprintf("%s on %s, token %d, planned %v", h.Client, h.Resource, h.Token, h.Planned.Round(time.Millisecond))
+	if h.End.IsZero() {
+		out += ", never ended"
+	} else {
+		out += fmt.Sprintf(", ended by %s after %v", h.EndCause, h.End.Sub(h.Granted).Round(time.Millisecond))
+		if h.Why != "" {
+			out += " (" + h.Why + ")"
+		}
+	}
+	for _, x := range s.Holds {
+		if x.Resource == h.Resource && x.Granted.After(h.Granted) {
+			return out + fmt.Sprintf("; next grant %v after its grant, to %s (token %d)", x.Granted.Sub(h.Granted).Round(time.Millisecond), x.Client, x.Token)
+		}
+	}
+	return out + "; no later grant"
+}
+
+// losses counts the beliefs Lost() ended, by API and reason, and how
+// many of them ended within instantLoss of their grant.
+func losses(s Snapshot) string {
+	counts := map[string]int{}
+	instant := 0
+	for _, h := range s.Holds {
+		if h.EndCause != EndLost {
+			continue
+		}
+		api, _, _ := strings.Cut(h.Resource, "/")
+		counts[api+": "+h.Why]++
+		if h.End.Sub(h.Granted) < instantLoss {
+			instant++
+		}
+	}
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%d× %s", counts[why], why))
+	}
+	return fmt.Sprintf("%d within %v of the grant; %s", instant, instantLoss, strings.Join(parts, "; "))
+}
+
+// instantLoss: a lock lost this soon after its grant was barely held.
+const instantLoss = 100 * time.Millisecond

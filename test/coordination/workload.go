@@ -139,17 +139,17 @@ func holdTime(rng *rand.Rand) time.Duration {
 // reports whether the lock was lost. A holder that still believes writes
 // to the resource once more before it lets go: the write a stale holder
 // would get wrong, and the fenced resource refuses.
-func work(hist *History, hold *Hold, d time.Duration, lost <-chan struct{}) bool {
+func work(hist *History, hold *Hold, d time.Duration, lost <-chan struct{}, why func() error) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-lost:
-		hist.EndHold(hold, EndLost)
+		hist.EndHold(hold, EndLost, fmt.Sprint(why()))
 		return true
 	case <-timer.C:
 	}
 	hist.Write(hold)
-	hist.EndHold(hold, EndUnlock)
+	hist.EndHold(hold, EndUnlock, "")
 	return false
 }
 
@@ -200,7 +200,7 @@ func (c *httpContender) cycle(ctx context.Context, hist *History, rng *rand.Rand
 	}
 	d := holdTime(rng)
 	hold := hist.Grant(call, l.Token(), d)
-	if work(hist, hold, d, l.Lost()) {
+	if work(hist, hold, d, l.Lost(), l.Err) {
 		l.Close()
 		return
 	}
@@ -264,8 +264,10 @@ func newSDKContender(resource, name string, m *framework.Member, tlsCfg *tls.Con
 		TLS:         tlsCfg,
 		DialTimeout: framework.DefaultDialTimeout,
 		// What a careful application sets: a frozen member's
-		// connection is found dead instead of waited on for ever.
-		DialKeepAliveTime:    2 * time.Second,
+		// connection is found dead instead of waited on for ever, at
+		// gRPC's floor for the ping interval (10 s) and 2 s for the
+		// answer.
+		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
 	})
@@ -292,7 +294,7 @@ func (c *sdkContender) cycle(ctx context.Context, hist *History, rng *rand.Rand)
 	}
 	d := holdTime(rng)
 	hold := hist.Grant(call, l.FencingToken(), d)
-	lost := work(hist, hold, d, l.Lost())
+	lost := work(hist, hold, d, l.Lost(), l.Err)
 	// A lost lock is still unlocked: Unlock stops the renewals and
 	// revokes the lease, and forgets the name in the Locker.
 	unlock := hist.StartCall(c.resource, c.node, APISDK, OpUnlock)

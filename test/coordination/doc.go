@@ -8,7 +8,7 @@
 // Three resources per lock API, four contenders per resource, contender j
 // of resource r bound to member (r + j) mod 3, so every lock has waiters
 // on every member. Each contender locks, holds for a random time
-// (20-300 ms; one hold in eight 6-9 s, longer than a lease outlives a
+// (20-300 ms; one hold in eight 8-11 s, longer than a lease outlives a
 // frozen member, so that a holder nobody tells it lost the lock is still
 // at work when the next holder is granted), and unlocks, over and over:
 //
@@ -48,7 +48,8 @@
 //     holders of a lock (a holder given its own place back keeps its
 //     token).
 //   - overlap: no two holders believe at the same instant. Each grant must
-//     come after every earlier belief of the lock ended, with no margin:
+//     come after every earlier belief of the lock ended (one violation per
+//     stale belief, however many grants it overlaps), with no margin:
 //     both ends are read on the one clock, each on the holder's own side,
 //     so any overlap is real. The run reports the smallest gap seen
 //     between one belief's end and the next grant.

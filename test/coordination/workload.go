@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -49,8 +50,8 @@ const (
 	shortHoldMin  = 20 * time.Millisecond
 	shortHoldMax  = 300 * time.Millisecond
 	longHoldEvery = 8
-	longHoldMin   = 6 * time.Second
-	longHoldMax   = 9 * time.Second
+	longHoldMin   = 8 * time.Second
+	longHoldMax   = 11 * time.Second
 )
 
 // contender is one client of the workload: it locks one resource through
@@ -189,10 +190,23 @@ func newHTTPContender(resource, name string, m *framework.Member, tlsCfg *tls.Co
 
 func (c *httpContender) cycle(ctx context.Context, hist *History, rng *rand.Rand) {
 	call := hist.StartCall(c.resource, c.node, APIHTTP, OpLock)
-	lockCtx, cancel := context.WithTimeout(withCall(ctx, hist, call), lockWait)
-	l, err := c.client.Lock(lockCtx, lockclient.Request{Type: lockType, ResourceID: c.id, NodeID: c.node,
+	// lockclient ties the held lock's stream to Lock's context: it must
+	// outlive the hold, while ctx and lockWait bound only the wait.
+	streamCtx, endStream := context.WithCancel(withCall(context.WithoutCancel(ctx), hist, call))
+	defer endStream()
+	var granted atomic.Bool
+	giveUp := func() {
+		if !granted.Load() {
+			endStream()
+		}
+	}
+	stopOnEnd := context.AfterFunc(ctx, giveUp)
+	waitTimer := time.AfterFunc(lockWait, giveUp)
+	l, err := c.client.Lock(streamCtx, lockclient.Request{Type: lockType, ResourceID: c.id, NodeID: c.node,
 		OnQueued: func(int) { hist.Queued(call) }})
-	cancel()
+	granted.Store(true)
+	stopOnEnd()
+	waitTimer.Stop()
 	if err != nil {
 		hist.EndCall(call, err)
 		pause(ctx, retryPause)

@@ -99,7 +99,7 @@ func TestCheckerOverlap(t *testing.T) {
 	// b is granted while a, whose member froze, still works.
 	s.cycle("http/r0", "b", APIHTTP, 20, 4000, 4100, 8)
 	s.cycle("http/r0", "c", APIHTTP, 30, 4200, 4300, 9) // overlaps a too: the same violation
-	s.at(5000).hist.Write(a) // refused: c wrote token 9
+	s.at(5000).hist.Write(a)                            // refused: c wrote token 9
 	s.unlock(a, APIHTTP, 5000)
 	r := s.check(t, 6000)
 	expect(t, r, RuleOverlap, 1)

@@ -204,8 +204,9 @@ func (f leaderFreeze) Inject(ctx context.Context, e *Env) error {
 }
 
 // peerCut cuts the leader's peer links for cutHold, aimed at a long SDK
-// hold, with a lease probe through a follower. Odd injections isolate (connections closed, new
-// ones refused), even ones stall (held open, nothing forwarded).
+// hold, with a lease probe through a follower. Odd injections isolate
+// (connections closed, new ones refused), even ones stall (held open,
+// nothing forwarded).
 type peerCut struct{ n *int }
 
 func (peerCut) Name() string { return "peer-cut" }
@@ -216,15 +217,18 @@ func (f peerCut) Inject(ctx context.Context, e *Env) error {
 		return err
 	}
 	*f.n++
+	isolate := *f.n%2 == 1
 	net := e.Cluster.Network()
 	e.aim(ctx, APISDK, []*framework.Member{leader})
 	return withLeaseProbe(ctx, e, f.Name(), followers[0], func() error {
-		if *f.n%2 == 1 {
+		how := "stall"
+		if isolate {
+			how = "isolate"
 			net.Isolate(leader.Name())
 		} else {
 			net.Stall(leader.Name())
 		}
-		e.T.Logf("fault: peer-cut of %s (%s)", leader.Name(), map[bool]string{true: "isolate", false: "stall"}[*f.n%2 == 1])
+		e.T.Logf("fault: peer-cut of %s (%s)", leader.Name(), how)
 		pause(ctx, cutHold)
 		net.Heal(leader.Name())
 		return nil

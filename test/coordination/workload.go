@@ -154,7 +154,9 @@ func work(hist *History, hold *Hold, d time.Duration, lost <-chan struct{}, why 
 	return false
 }
 
-// pause waits d or until ctx ends.
+// pause waits d or until ctx ends. The suite paces holds, faults and
+// calms in wall-clock time: these waits are the experiment, never a
+// synchronisation (that goes by events: readiness, the history).
 func pause(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -168,7 +168,7 @@ COORD_LONG_LOG = $(CURDIR)/test-coordination-long-$(ENGINE).log
 test-coordination-long: build
 	@echo "log: $(COORD_LONG_LOG)"
 	rc=0; E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(ENGINE_FLAGS) $(GO) test -count=1 -timeout 60m -run 'TestCoordination$$' -v ./test/coordination/ -args -coord.duration=$(DURATION) > $(COORD_LONG_LOG) 2>&1 || rc=$$?; \
-	grep -h -- '--- \|summary:' $(COORD_LONG_LOG) || true; exit $$rc
+	grep -E -- '^ *--- (PASS|FAIL|SKIP)' $(COORD_LONG_LOG) || true; grep -h -- 'summary:' $(COORD_LONG_LOG) || true; exit $$rc
 
 # make test runs the overload tests (test/faults/overload_test.go) at their
 # short sizes; this runs them at the long ones (100,000 never-read watchers,

@@ -13,6 +13,7 @@ import (
 var (
 	durationFlag = flag.Duration("coord.duration", 0, "how long to cycle the faults (0: each fault once, the short run of make test)")
 	seedFlag     = flag.Uint64("coord.seed", 0, "seed of the workload's and the fault order's choices (0: from the clock)")
+	historyFlag  = flag.String("coord.history", "", "write the run's history (calls, beliefs, queue keys, lease probes) to this file as JSON")
 )
 
 // TestMain checks up front that the server binary exists.
@@ -33,5 +34,5 @@ func TestCoordination(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	Run(t, RunConfig{Faults: faultList(), Duration: *durationFlag, Seed: seed})
+	Run(t, RunConfig{Faults: faultList(), Duration: *durationFlag, Seed: seed, HistoryFile: *historyFlag})
 }

@@ -20,9 +20,11 @@
 //     the HTTP service's).
 //
 // The two APIs keep their queues under different prefixes, so http/r0
-// and sdk/r0 are two locks. A lock call may wait 60 s, an SDK unlock
-// 30 s: those contexts only keep a run finite; the checker, not them,
-// decides what took too long.
+// and sdk/r0 are two locks. A lock call may wait 60 s, an SDK
+// contender's unlock 30 s (retried after errors, as the SDK asks: the
+// handle holds the lock until Unlock succeeds or finds it lost): those
+// contexts only keep a run finite; the checker, not them, decides what
+// took too long.
 //
 // # What is recorded
 //
@@ -109,7 +111,9 @@
 // (test-e2e-rocksdb runs the package again with
 // E2E_EXTRA_FLAGS=--storage-engine=rocksdb): about 100 s. make
 // test-coordination-long DURATION=10m ENGINE=memory|rocksdb cycles the
-// faults in a random order each round for -coord.duration. Every run ends
+// faults in a random order each round for -coord.duration (-coord.seed
+// replays a run's choices; -coord.history=FILE writes its history as
+// JSON, to look into a verdict). Every run ends
 // with a summary line: operations, grants, fenced writes and refusals,
 // faults injected, the smallest gap between beliefs, the longest silence
 // of a call, the longest lock wait, and the verdict.

@@ -2,9 +2,11 @@ package coordination
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -39,6 +41,8 @@ type RunConfig struct {
 	Faults   []Fault
 	Duration time.Duration
 	Seed     uint64
+	// HistoryFile, when set, receives the history as JSON.
+	HistoryFile string
 }
 
 // window is the stretch of a run that a fault's harm belongs to: from
@@ -97,6 +101,11 @@ func Run(t *testing.T, cfg RunConfig) {
 		t.Fatalf("fault harness: %v", injectErr)
 	}
 	snap := hist.Snapshot()
+	if cfg.HistoryFile != "" {
+		if err := writeJSON(cfg.HistoryFile, snap); err != nil {
+			t.Errorf("history: %v", err)
+		}
+	}
 	report := Check(snap, CheckConfig{})
 	for _, id := range env.aimed {
 		t.Logf("struck hold: %s", describeHold(snap, id))
@@ -256,3 +265,15 @@ var lockNames = regexp.MustCompile(`lock "[^"]*" \(token \d+\)`)
 
 // instantLoss: a lock lost this soon after its grant was barely held.
 const instantLoss = 100 * time.Millisecond
+
+// writeJSON writes v to path, indented.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "\t")
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

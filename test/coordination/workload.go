@@ -35,8 +35,9 @@ const (
 	// lockWait bounds one lock call, queueing included: long enough that
 	// the checker, not this context, decides when a waiter is hung.
 	lockWait = 60 * time.Second
-	// unlockWait bounds an SDK unlock call the same way (lockclient's
-	// Unlock has its own per-request timeout).
+	// unlockWait bounds an SDK contender's unlock calls, retries
+	// included, the same way (lockclient's Unlock has its own
+	// per-request timeout).
 	unlockWait = 30 * time.Second
 	// retryPause spaces a client's lock calls after a failed one.
 	retryPause = 100 * time.Millisecond
@@ -313,14 +314,29 @@ func (c *sdkContender) cycle(ctx context.Context, hist *History, rng *rand.Rand)
 	lost := work(hist, hold, d, l.Lost(), l.Err)
 	// A lost lock is still unlocked: Unlock stops the renewals and
 	// revokes the lease, and forgets the name in the Locker.
-	unlock := hist.StartCall(c.resource, c.node, APISDK, OpUnlock)
-	unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockWait)
-	err = l.Unlock(unlockCtx)
-	cancel()
-	if lost && errors.Is(err, lock.ErrOwnershipLost) {
-		err = nil // the answer a lost lock is due
+	c.unlock(ctx, hist, l, lost)
+}
+
+// unlock releases l, retrying after errors as the SDK asks (the handle
+// still holds the lock, and its lease is still renewed, until Unlock
+// succeeds or finds the lock lost), for at most unlockWait in all. Each
+// attempt is a call of its own.
+func (c *sdkContender) unlock(ctx context.Context, hist *History, l *lock.Lock, lost bool) {
+	deadline := time.Now().Add(unlockWait)
+	for {
+		call := hist.StartCall(c.resource, c.node, APISDK, OpUnlock)
+		attemptCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		err := l.Unlock(attemptCtx)
+		cancel()
+		if lost && errors.Is(err, lock.ErrOwnershipLost) {
+			err = nil // the answer a lost lock is due
+		}
+		hist.EndCall(call, err)
+		if err == nil || errors.Is(err, lock.ErrOwnershipLost) || errors.Is(err, lock.ErrLockNotHeld) || !time.Now().Before(deadline) {
+			return
+		}
+		pause(context.WithoutCancel(ctx), retryPause)
 	}
-	hist.EndCall(unlock, err)
 }
 
 func (c *sdkContender) close() { c.client.Close() }

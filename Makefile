@@ -28,7 +28,7 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-faults-long test-linearizability-rocksdb test-overload-long fuzz bench bench-table bench-cluster lint clean
+.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-faults-long test-coordination-long test-linearizability-rocksdb test-overload-long fuzz bench bench-table bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
@@ -46,6 +46,8 @@ help:
 	@echo "                    membership|tornwal|truncsnap|lostdata|diskfull|slowdisk|diskerror|all"
 	@echo "                    (linearizability + watch check; slowdisk, diskerror run bin/metastore-faults)"
 	@echo "                    or clock (lease timing under leader clock steps)"
+	@echo "make test-coordination-long  the lock fault suite (test/coordination) cycling its faults for DURATION"
+	@echo "                    (default 10m) on ENGINE (memory|rocksdb); ends with a summary line"
 	@echo "make test-overload-long  the overload tests at their long sizes (LIN_ENGINE=rocksdb for RocksDB)"
 	@echo "make fuzz           every Go fuzz target for FUZZTIME each (default 30s)"
 	@echo "make bench          Go benchmarks of ./internal/..., the side benchmarks (coordination, HTTP locks,"
@@ -113,9 +115,10 @@ test-unit:
 test-e2e:
 	E2E_TARGET=$(E2E_TARGET) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 
-# The KV, watch, lease and cluster suite and the fault tests again on the RocksDB engine.
+# The KV, watch, lease and cluster suite, the fault tests and the lock
+# fault suite again on the RocksDB engine.
 test-e2e-rocksdb:
-	E2E_TARGET=metastore E2E_EXTRA_FLAGS=--storage-engine=rocksdb $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ ./test/faults/
+	E2E_TARGET=metastore E2E_EXTRA_FLAGS=--storage-engine=rocksdb $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/ ./test/faults/ ./test/coordination/
 
 test-e2e-etcd: tools
 	E2E_TARGET=etcd $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
@@ -154,6 +157,18 @@ test-faults-long: build build-faults tools
 	  E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(ENGINE_FLAGS) $(GO) test -count=1 -timeout 60m -run 'TestLinearizability$$' -v ./test/linearizability/ -args -lin.duration=$(DURATION) -lin.faults=$(FAULT) > $(FAULTS_LONG_LOG) 2>&1 || rc=$$?; \
 	fi; \
 	grep -h -- '--- \|summary:' $(FAULTS_LONG_LOG) || true; exit $$rc
+
+# make test runs the lock fault suite (test/coordination: HTTP lock
+# service and SDK locks under member and leader freezes, a cut peer link,
+# kills and quorum loss) with each fault once on both engines; this cycles
+# the faults for DURATION on ENGINE. The log goes to
+# test-coordination-long-ENGINE.log; the last line printed is the summary:
+# operations, grants, faults injected, min gap, max request time, verdict.
+COORD_LONG_LOG = $(CURDIR)/test-coordination-long-$(ENGINE).log
+test-coordination-long: build
+	@echo "log: $(COORD_LONG_LOG)"
+	rc=0; E2E_TARGET=$(E2E_TARGET) E2E_EXTRA_FLAGS=$(ENGINE_FLAGS) $(GO) test -count=1 -timeout 60m -run 'TestCoordination$$' -v ./test/coordination/ -args -coord.duration=$(DURATION) > $(COORD_LONG_LOG) 2>&1 || rc=$$?; \
+	grep -E -- '^ *--- (PASS|FAIL|SKIP)' $(COORD_LONG_LOG) || true; grep -h -- 'summary:' $(COORD_LONG_LOG) || true; exit $$rc
 
 # make test runs the overload tests (test/faults/overload_test.go) at their
 # short sizes; this runs them at the long ones (100,000 never-read watchers,

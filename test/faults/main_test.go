@@ -10,14 +10,7 @@ import (
 
 // TestMain checks up front that the server binary exists.
 func TestMain(m *testing.M) {
-	target, err := framework.TargetFromEnv()
-	if err == nil {
-		var root string
-		if root, err = framework.RepoRoot(); err == nil {
-			err = framework.RequireBinary(target.BinaryPath(root), target.BuildHint())
-		}
-	}
-	if err != nil {
+	if err := framework.RequireTargetBinary(); err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		os.Exit(2)
 	}

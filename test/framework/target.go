@@ -155,6 +155,20 @@ func RequireBinary(path, buildHint string) error {
 	return nil
 }
 
+// RequireTargetBinary checks that the binary of the target E2E_TARGET
+// names is built, for a suite's TestMain to fail fast with the hint.
+func RequireTargetBinary() error {
+	target, err := TargetFromEnv()
+	if err != nil {
+		return err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	return RequireBinary(target.BinaryPath(root), target.BuildHint())
+}
+
 // SkipUnlessMetaStore skips t when the target under test is not MetaStore:
 // feature names what only MetaStore has.
 func SkipUnlessMetaStore(t testing.TB, feature string) {

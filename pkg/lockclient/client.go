@@ -216,19 +216,31 @@ func (c *Client) Lock(ctx context.Context, req Request) (*Lock, error) {
 }
 
 // lockOnce is one /lock request: the first answer must come within
-// Timeout; a queued request then waits for as long as ctx allows.
+// Timeout; a queued request then waits for as long as ctx allows, as long
+// as the member keeps writing. Its keep-alive lines come every second, so
+// KeepAliveTimeout (when positive) without any line means the member
+// stopped serving the request (frozen, cut off, dead without a FIN): the
+// attempt ends as a *NetworkError, which Lock retries on the next
+// endpoint, where the same NodeID takes its place in the queue back.
+//
+// ctx bounds the wait only: once acquired, the lock is held until Unlock,
+// Close or its loss, whatever becomes of ctx (as an etcd mutex outlives
+// its Lock call's context).
 func (c *Client) lockOnce(ctx context.Context, endpoint string, req Request) (*Lock, error) {
-	streamCtx, cancel := context.WithCancel(ctx)
+	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopFollowingCtx := context.AfterFunc(ctx, cancel)
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(c.cfg.Timeout, func() {
+	bound := c.cfg.Timeout
+	timer := time.AfterFunc(bound, func() {
 		timedOut.Store(true)
 		cancel()
 	})
 	fail := func(err error) (*Lock, error) {
 		timer.Stop()
+		stopFollowingCtx()
 		cancel()
 		if timedOut.Load() {
-			return nil, &NetworkError{Err: fmt.Errorf("no answer within %v", c.cfg.Timeout)}
+			return nil, &NetworkError{Err: fmt.Errorf("no word from the member within %v", bound)}
 		}
 		return nil, err
 	}
@@ -242,8 +254,9 @@ func (c *Client) lockOnce(ctx context.Context, endpoint string, req Request) (*L
 		return fail(statusError(resp))
 	}
 	events := newEventReader(resp.Body)
+	armed := true // timer runs
 	for {
-		ev, err := events.next()
+		ev, blank, err := events.line()
 		if err != nil {
 			resp.Body.Close()
 			if ctx.Err() != nil && !timedOut.Load() {
@@ -251,16 +264,35 @@ func (c *Client) lockOnce(ctx context.Context, endpoint string, req Request) (*L
 			}
 			return fail(&NetworkError{Err: fmt.Errorf("read the answer: %w", err)})
 		}
-		timer.Stop() // an answer came; waiting in line is bounded by ctx only
+		// A line, a keep-alive included, is the member's word that it
+		// still serves the request.
+		if armed && !timer.Stop() {
+			return fail(nil) // the bound passed just as the line came
+		}
+		armed = c.cfg.KeepAliveTimeout > 0
+		if armed {
+			bound = c.cfg.KeepAliveTimeout
+			timer.Reset(bound)
+		}
+		if blank {
+			continue
+		}
 		switch ev.Status {
 		case lockapi.StatusQueued:
 			if req.OnQueued != nil {
 				req.OnQueued(ev.Position)
 			}
 		case lockapi.StatusAcquired:
+			timer.Stop()
+			if !stopFollowingCtx() {
+				resp.Body.Close()
+				return fail(ctx.Err()) // ctx ended as the lock came
+			}
 			return newLock(c, endpoint, req, ev, time.Now(), resp.Body, events, cancel), nil
 		default:
 			resp.Body.Close()
+			timer.Stop()
+			stopFollowingCtx()
 			cancel()
 			return nil, &StatusError{Code: http.StatusConflict, Message: fmt.Sprintf("%s: %s", ev.Status, ev.Error)}
 		}

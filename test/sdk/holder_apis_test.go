@@ -20,8 +20,9 @@ const releaseTimeout = 5 * time.Second
 // lockAPI is one SDK lock API as the holder-loss scenarios drive it.
 type lockAPI struct {
 	name string
-	// hold takes the lock named by pfx on cli; lost is the API's signal
-	// that the holder must assume it lost the lock.
+	// hold takes the lock named by pfx on cli; lost is closed once every
+	// signal the API gives the holder that it must assume it lost the
+	// lock has fired (its notification and its critical-section context).
 	hold func(ctx context.Context, cli *clientv3.Client, pfx string) (lost <-chan struct{}, release func(), err error)
 	// wait takes the lock, waiting behind the holder.
 	wait func(ctx context.Context, cli *clientv3.Client, pfx string) (release func(), err error)
@@ -45,13 +46,13 @@ func releaseContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), releaseTimeout)
 }
 
-// pkg/concurrency: the session's Done is the loss signal.
+// pkg/concurrency: the session's Done and Ctx.
 func holdMutex(ctx context.Context, cli *clientv3.Client, pfx string) (<-chan struct{}, func(), error) {
 	release, s, err := lockMutex(ctx, cli, pfx)
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.Done(), release, nil
+	return allClosed(s.Done(), s.Ctx().Done()), release, nil
 }
 
 func waitMutex(ctx context.Context, cli *clientv3.Client, pfx string) (func(), error) {
@@ -77,13 +78,13 @@ func lockMutex(ctx context.Context, cli *clientv3.Client, pfx string) (func(), *
 	}, s, nil
 }
 
-// pkg/concurrency/lock: Lost.
+// pkg/concurrency/lock: Lost and Context.
 func holdFenced(ctx context.Context, cli *clientv3.Client, pfx string) (<-chan struct{}, func(), error) {
 	release, h, err := lockFenced(ctx, cli, pfx)
 	if err != nil {
 		return nil, nil, err
 	}
-	return h.Lost(), release, nil
+	return allClosed(h.Lost(), h.Context().Done()), release, nil
 }
 
 func waitFenced(ctx context.Context, cli *clientv3.Client, pfx string) (func(), error) {
@@ -107,29 +108,35 @@ func lockFenced(ctx context.Context, cli *clientv3.Client, pfx string) (func(), 
 	}, h, nil
 }
 
-// pkg/dlock: the watchdog's "ownership lost" report.
+// pkg/dlock: the watchdog's "ownership lost" report and HoldContext.
 func holdDLock(ctx context.Context, cli *clientv3.Client, pfx string) (<-chan struct{}, func(), error) {
 	signal := &messageSignal{msg: "ownership lost", c: make(chan struct{})}
-	release, err := lockDLock(ctx, cli, pfx, slog.New(signal))
+	release, l, err := lockDLock(ctx, cli, pfx, slog.New(signal))
 	if err != nil {
 		return nil, nil, err
 	}
-	return signal.c, release, nil
+	held, err := dlock.HoldContext(l, "job")
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return allClosed(signal.c, held.Done()), release, nil
 }
 
 func waitDLock(ctx context.Context, cli *clientv3.Client, pfx string) (func(), error) {
-	return lockDLock(ctx, cli, pfx, nil)
+	release, _, err := lockDLock(ctx, cli, pfx, nil)
+	return release, err
 }
 
-func lockDLock(ctx context.Context, cli *clientv3.Client, pfx string, log *slog.Logger) (func(), error) {
+func lockDLock(ctx context.Context, cli *clientv3.Client, pfx string, log *slog.Logger) (func(), dlock.Locker, error) {
 	l, err := dlock.New(&dlock.Config{Prefix: pfx + "/"}, dlock.WithEtcdConnector(dlock.ClientConnector(cli)), dlock.WithLogger(log))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := l.Lock(ctx, "job", dlock.WithTTL(lossTTL*time.Second)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return func() { _ = l.Close() }, nil
+	return func() { _ = l.Close() }, l, nil
 }
 
 // messageSignal is a slog handler closing c at the first record with
@@ -151,7 +158,7 @@ func (h *messageSignal) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// pkg/coord/lock: IsExpired, polled.
+// pkg/coord/lock: IsExpired (polled) and Holder.Context.
 func holdCoord(ctx context.Context, cli *clientv3.Client, pfx string) (<-chan struct{}, func(), error) {
 	release, l, err := lockCoord(ctx, cli, pfx)
 	if err != nil {
@@ -174,7 +181,7 @@ func holdCoord(ctx context.Context, cli *clientv3.Client, pfx string) (<-chan st
 			}
 		}
 	}()
-	return lost, release, nil
+	return allClosed(lost, l.(coordlock.Holder).Context().Done()), release, nil
 }
 
 func waitCoord(ctx context.Context, cli *clientv3.Client, pfx string) (func(), error) {
@@ -192,4 +199,16 @@ func lockCoord(ctx context.Context, cli *clientv3.Client, pfx string) (func(), c
 		defer cancel()
 		_ = l.Unlock(rctx)
 	}, l, nil
+}
+
+// allClosed is closed once every one of cs is.
+func allClosed(cs ...<-chan struct{}) <-chan struct{} {
+	all := make(chan struct{})
+	go func() {
+		for _, c := range cs {
+			<-c
+		}
+		close(all)
+	}()
+	return all
 }

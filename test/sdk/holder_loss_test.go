@@ -241,9 +241,10 @@ func awaitHealthy(ctx context.Context, t *testing.T, e *env) {
 	}
 }
 
-// renewalRecorder watches a client's keep-alive streams and keeps the
-// send time of the last keep-alive the server answered with a TTL above
-// zero: the s of the safety model, whatever the SDK itself records.
+// renewalRecorder watches a client's lease grants and keep-alive streams
+// and keeps the send time of the last grant or keep-alive the server
+// answered with a TTL above zero: the s of the safety model, whatever the
+// SDK itself records.
 type renewalRecorder struct {
 	mu   sync.Mutex
 	last time.Time
@@ -253,6 +254,24 @@ func (r *renewalRecorder) lastConfirmed() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last
+}
+
+func (r *renewalRecorder) confirm(sent time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sent.After(r.last) {
+		r.last = sent
+	}
+}
+
+func (r *renewalRecorder) interceptGrant(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	sent := time.Now()
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if resp, ok := reply.(*pb.LeaseGrantResponse); ok && err == nil && resp.TTL > 0 {
+		r.confirm(sent)
+	}
+	return err
 }
 
 func (r *renewalRecorder) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
@@ -299,11 +318,7 @@ func (s *recordedStream) RecvMsg(m any) error {
 	}
 	s.mu.Unlock()
 	if resp.TTL > 0 && !sent.IsZero() {
-		s.r.mu.Lock()
-		if sent.After(s.r.last) {
-			s.r.last = sent
-		}
-		s.r.mu.Unlock()
+		s.r.confirm(sent)
 	}
 	return nil
 }
@@ -314,7 +329,10 @@ func recordedClient(t *testing.T, m *framework.Member, rec *renewalRecorder) *cl
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{m.Endpoint()},
 		DialTimeout: framework.DefaultDialTimeout,
-		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(rec.intercept)},
+		DialOptions: []grpc.DialOption{
+			grpc.WithChainStreamInterceptor(rec.intercept),
+			grpc.WithChainUnaryInterceptor(rec.interceptGrant),
+		},
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {

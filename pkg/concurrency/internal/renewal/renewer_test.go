@@ -13,8 +13,8 @@ func TestDeadlineArithmetic(t *testing.T) {
 	for _, tc := range []struct {
 		ttl, delay, validity time.Duration
 	}{
-		{10 * time.Second, time.Second, 8800 * time.Millisecond},   // 10·0.98 − 1
-		{5 * time.Second, time.Second, 3900 * time.Millisecond},    // 5·0.98 − 1
+		{10 * time.Second, time.Second, 8800 * time.Millisecond}, // 10·0.98 − 1
+		{5 * time.Second, time.Second, 3900 * time.Millisecond},  // 5·0.98 − 1
 		{2 * time.Second, 500 * time.Millisecond, 1460 * time.Millisecond},
 		{60 * time.Second, 0, 58800 * time.Millisecond},
 	} {

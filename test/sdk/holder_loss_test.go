@@ -333,7 +333,7 @@ func recordedClient(t *testing.T, m *framework.Member, rec *renewalRecorder) *cl
 			grpc.WithChainStreamInterceptor(rec.intercept),
 			grpc.WithChainUnaryInterceptor(rec.interceptGrant),
 		},
-		Logger:      zap.NewNop(),
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		t.Fatalf("client of %s: %v", m.Name(), err)

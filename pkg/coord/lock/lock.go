@@ -1,11 +1,3 @@
-// Package lock is the coord module's distributed lock (DistributedLock,
-// Lock, the errors) on pkg/concurrency/lock, MetaStore's fenced lock.
-//
-// Every acquisition has its own lease with the TTL asked for (rounded up
-// to whole seconds), renewed in the background until Unlock, as the
-// design's session per lock. Acquire waits in FIFO order; TryAcquire
-// fails with ErrLockConflict when another owner holds the key. Two
-// acquisitions of one key in one process queue like any two owners.
 package lock
 
 import (

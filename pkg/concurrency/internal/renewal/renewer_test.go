@@ -188,3 +188,25 @@ func TestManual(t *testing.T) {
 		t.Fatalf("Err after Stop = %v", r.Err())
 	}
 }
+
+// TestRidesThroughLeaderChange: renewals failing for two seconds (no
+// leader, then a leader that has not caught up) are retried every
+// RetryDelay; the first success restores the deadline and the Renewer
+// never ends.
+func TestRidesThroughLeaderChange(t *testing.T) {
+	r, clk, leases, t0 := start(t)
+	clk.fireNext(t)
+	failedFrom := clk.Now()
+	for clk.Now().Sub(failedFrom) < 2*time.Second {
+		reply(t, clk, leases.expectCall(t), callReply{err: rpctypes.ErrNoLeader})
+		clk.fireNext(t)
+	}
+	sent := clk.Now()
+	reply(t, clk, leases.expectCall(t), ttlReply(10))
+	if r.Err() != nil {
+		t.Fatalf("ended during the leader change: %v", r.Err())
+	}
+	if got := r.Deadline(); !got.Equal(sent.Add(validity)) || !got.After(t0.Add(validity)) {
+		t.Fatalf("deadline after the leader change = send+%v, want send+%v", got.Sub(sent), validity)
+	}
+}

@@ -56,8 +56,10 @@
 // would, never later: at its deadline rather than a TTL after the last
 // answer; and a session adopting a lease (WithLease) renews it once
 // before NewSession returns, starting already ended when that renewal
-// fails, where etcd's ends at the first failed answer. WithLockDelay and
-// Session.Deadline are additions.
+// fails, where etcd's ends at the first failed answer. Mutex.Lock and
+// TryLock give back a mutex acquired by a session that has ended and
+// return ErrSessionExpired, where etcd's would report success. WithLockDelay
+// and Session.Deadline are additions.
 //
 // # The waiting queue
 //

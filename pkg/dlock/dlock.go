@@ -236,10 +236,11 @@ func (l *locker) acquire(ctx context.Context, key string, wait bool, opts []Lock
 	return nil
 }
 
-// watchdog reports a lock lost while held, as soon as the lock tells it
-// (see HoldContext for the holder's own signal). Renewal itself is the
-// lock's background keep-alive; a loss at the holder deadline means no
-// renewal was confirmed in time, and is logged as a failed renewal too.
+// watchdog reports a lock lost while held (HoldContext is the holder's
+// own signal, which does not wait for these records). Renewal itself is
+// the lock's background keep-alive; a loss at the holder deadline means
+// no renewal was confirmed in time, and is logged as a failed renewal
+// too, without asking the server.
 func (l *locker) watchdog(key string, hl *heldLock) {
 	defer close(hl.watched)
 	select {
@@ -248,10 +249,21 @@ func (l *locker) watchdog(key string, hl *heldLock) {
 	case <-hl.h.Lost():
 	}
 	err := hl.h.Err()
-	if !time.Now().Before(hl.h.Deadline()) {
+	// Past the deadline renewal has failed by definition; otherwise (the
+	// key was deleted) ask whether the lease is gone too.
+	if !time.Now().Before(hl.h.Deadline()) || !l.leaseAlive(hl.h.Lease()) {
 		l.log.Warn("watchdog renew failed", "key", l.cfg.Prefix+key, "lease", int64(hl.h.Lease()), "error", err)
 	}
 	l.log.Warn("ownership lost", "key", l.cfg.Prefix+key, "token", hl.h.FencingToken(), "error", err)
+}
+
+// leaseAlive asks the server whether the lease still exists; an
+// unreachable server counts as not alive (renewal cannot succeed).
+func (l *locker) leaseAlive(id clientv3.LeaseID) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	resp, err := l.client.TimeToLive(ctx, id)
+	return err == nil && resp.TTL > 0
 }
 
 // HoldContext returns the context of this Locker's hold on key: it is

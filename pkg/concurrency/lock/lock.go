@@ -228,12 +228,16 @@ func (h *Lock) Unlock(ctx context.Context) error {
 	if h.released.Load() {
 		return fmt.Errorf("lock %q: unlock: %w", h.name, ErrLockNotHeld)
 	}
+	// Read before the delete: the monitor may see this very delete and
+	// call it a loss before it is stopped.
+	lostBefore := h.Err()
 	resp, err := h.client.Txn(ctx).If(h.ownerCmp()).Then(clientv3.OpDelete(h.key)).Commit()
 	if err != nil {
 		return fmt.Errorf("lock %q: unlock: %w", h.name, err)
 	}
 	if !resp.Succeeded {
 		h.markLost("the key was gone or replaced at unlock")
+		lostBefore = h.lostErr
 	}
 	h.released.Store(true)
 	h.locker.forget(h)
@@ -242,7 +246,7 @@ func (h *Lock) Unlock(ctx context.Context) error {
 	h.renewer.Stop()
 	h.cancelHold(ErrLockNotHeld)
 	h.locker.revoke(ctx, h.lease)
-	return h.Err()
+	return lostBefore
 }
 
 // ownerCmp holds while the holder's key exists with its original create

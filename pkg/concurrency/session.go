@@ -54,6 +54,9 @@ func NewSession(client *clientv3.Client, opts ...SessionOption) (*Session, error
 	}
 	renewer, err := renewal.Start(renewal.Config{Client: client, Lease: leaseID, TTL: ttl, Sent: sent, LockDelay: delay})
 	if err != nil {
+		if o.leaseID == clientv3.NoLease {
+			_, _ = client.Revoke(o.ctx, leaseID) // granted for nothing
+		}
 		return nil, fmt.Errorf("session of lease %x: %w", int64(leaseID), err)
 	}
 	if ttl <= 0 {

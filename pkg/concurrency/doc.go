@@ -57,7 +57,7 @@
 // answer; and a session adopting a lease (WithLease) renews it once
 // before NewSession returns, starting already ended when that renewal
 // fails, where etcd's ends at the first failed answer. Mutex.Lock and
-// TryLock give back a mutex acquired by a session that has ended and
+// TryLock give back a mutex acquired by a session that has expired and
 // return ErrSessionExpired, where etcd's would report success. WithLockDelay
 // and Session.Deadline are additions.
 //

@@ -19,7 +19,7 @@ var (
 	ErrLocked = errors.New("mutex: Locked by another session")
 	// ErrSessionExpired is returned by Lock when the session's key vanished
 	// while it was waiting (the lease expired or was revoked), and by Lock
-	// and TryLock when the session had ended by the time the mutex was
+	// and TryLock when the session had expired by the time the mutex was
 	// acquired (its holder deadline passed: see the package documentation).
 	ErrSessionExpired = errors.New("mutex: session is expired")
 	// ErrLockReleased is returned by Unlock when the mutex is not held.
@@ -101,18 +101,19 @@ func (m *Mutex) Lock(ctx context.Context) error {
 }
 
 // checkSession is the last step of an acquisition: a session that has
-// ended can no longer vouch for its lease, so the mutex it just got is
+// expired (its holder deadline passed, or the server said its lease is
+// gone) can no longer vouch for its lease, so the mutex it just got is
 // given back (its key deleted on the client's context) and the caller
 // gets ErrSessionExpired. etcd's Lock would return success here, its
-// session ending only once the lease has expired.
+// session ending only once the lease has expired. An orphaned or closed
+// session is not expired: etcd's own v3lock service locks through a
+// session it orphaned first, the lease being its caller's to renew.
 func (m *Mutex) checkSession() error {
-	select {
-	case <-m.s.Done():
-		_ = m.Unlock(m.s.Client().Ctx())
-		return ErrSessionExpired
-	default:
+	if !m.s.expired() {
 		return nil
 	}
+	_ = m.Unlock(m.s.Client().Ctx())
+	return ErrSessionExpired
 }
 
 // join puts the session in the mutex's queue (or finds it already there)

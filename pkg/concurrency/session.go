@@ -2,6 +2,7 @@ package concurrency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -126,6 +127,14 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // session ends then unless a later renewal is confirmed first. It is a
 // MetaStore addition to etcd's API.
 func (s *Session) Deadline() time.Time { return s.renewer.Deadline() }
+
+// expired reports whether the session ended on its own: its holder
+// deadline passed or the server said its lease is gone (not Orphan,
+// Close, or the end of its context).
+func (s *Session) expired() bool {
+	err := s.renewer.Err()
+	return errors.Is(err, renewal.ErrDeadlinePassed) || errors.Is(err, renewal.ErrLeaseGone)
+}
 
 // Orphan stops renewing the lease without revoking it, leaving it to expire
 // on its own (or to be adopted by another session through WithLease). It

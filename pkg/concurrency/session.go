@@ -94,6 +94,11 @@ func startLease(client *clientv3.Client, o sessionOptions) (clientv3.LeaseID, ti
 		}
 		return grant.ID, time.Duration(grant.TTL) * time.Second, sent, nil
 	}
+	if o.leaseID < 0 {
+		// Lease IDs are positive: this one cannot exist (pkg/etcdcompat's
+		// Leader and Observe pass -1 for a session they never use).
+		return o.leaseID, 0, sent, nil
+	}
 	resp, err := client.KeepAliveOnce(o.ctx, o.leaseID)
 	switch {
 	case err != nil && o.ctx.Err() != nil:

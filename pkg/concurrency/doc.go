@@ -10,8 +10,56 @@
 // A Session is one lease kept alive in the background. Keys that a mutex
 // or an election writes are attached to it, so when the process dies, or
 // stops renewing for longer than the TTL, the server deletes them and the
-// next waiter moves up. Session.Done closes when renewal ends for any
-// reason; Close also revokes the lease so the keys disappear at once.
+// next waiter moves up. Session.Done closes (and Session.Ctx is cancelled)
+// when renewal ends for any reason; Close also revokes the lease so the
+// keys disappear at once.
+//
+// # Holding, and learning of loss
+//
+// A session holds a mutex (or leads an election) while its key is the
+// oldest in the queue and its lease is alive. The session cannot see the
+// leader's clock, so it keeps its own deadline (docs/coordination-safety.md
+// in the repository gives the model):
+//
+//	deadline = s + TTL·(1 − 2ρ) − D        ρ = 0.01
+//
+// where s is the local send time of the last keep-alive the server
+// answered with a TTL above zero (or of the Grant), and D is the lock
+// delay (WithLockDelay; one second, capped at a quarter of the TTL). The
+// leader cannot expire the lease before s + TTL·(1 − ρ) on any clock
+// within the drift bound, so Done closes, and Ctx is cancelled, at least
+// D + ρ·TTL before anybody else can be granted the mutex after a failure:
+// a frozen member, a member cut off from its peers, a lost quorum or a
+// lost client. The holder runs its critical section under Session.Ctx, or
+// selects on Done, and stops when it ends. Session.Deadline reports the
+// current deadline.
+//
+// To know s the session renews with one KeepAliveOnce at a time (every
+// third of TTL·(1 − 2ρ) − D, retried 100 ms after a failure so a leader
+// change, which re-grants every lease a whole TTL, is ridden through)
+// instead of etcd's KeepAlive, whose responses do not say which request
+// they answer and which declares the lease lost only after a whole TTL
+// without answers counted from receipt, later than the leader's expiry.
+//
+// The fencing token of a Mutex is the create revision of its key
+// (Mutex.IsOwner compares it; Mutex.Header().Revision is the revision the
+// acquisition was read at, equal to it when the mutex was free and never
+// smaller). Both increase strictly from one holder to the next. A
+// resource that remembers the highest token it has seen and refuses
+// smaller ones is safe even from a holder that ignores Done or was frozen
+// past its deadline; writes to the store itself can be made conditional
+// with IsOwner in a Txn.
+//
+// # Differences from etcd
+//
+// Names and signatures are etcd's. A session ends earlier than etcd's
+// would, never later: at its deadline rather than a TTL after the last
+// answer; and a session adopting a lease (WithLease) renews it once
+// before NewSession returns, starting already ended when that renewal
+// fails, where etcd's ends at the first failed answer. Mutex.Lock and
+// TryLock give back a mutex acquired by a session that has expired and
+// return ErrSessionExpired, where etcd's would report success. WithLockDelay
+// and Session.Deadline are additions.
 //
 // # The waiting queue
 //

@@ -18,7 +18,9 @@ var (
 	// ErrLocked is returned by TryLock when another session holds the mutex.
 	ErrLocked = errors.New("mutex: Locked by another session")
 	// ErrSessionExpired is returned by Lock when the session's key vanished
-	// while it was waiting: the lease expired or was revoked.
+	// while it was waiting (the lease expired or was revoked), and by Lock
+	// and TryLock when the session had expired by the time the mutex was
+	// acquired (its holder deadline passed: see the package documentation).
 	ErrSessionExpired = errors.New("mutex: session is expired")
 	// ErrLockReleased is returned by Unlock when the mutex is not held.
 	ErrLockReleased = errors.New("mutex: lock has already been released")
@@ -55,7 +57,7 @@ func (m *Mutex) TryLock(ctx context.Context) error {
 	}
 	if pos.Head {
 		m.hdr = pos.Header
-		return nil
+		return m.checkSession()
 	}
 	if _, err := m.s.Client().Delete(ctx, m.key); err != nil {
 		return err
@@ -75,7 +77,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	}
 	if pos.Head {
 		m.hdr = pos.Header
-		return nil
+		return m.checkSession()
 	}
 	client := m.s.Client()
 	// The cleanup runs on the client's context: ctx may be the very thing
@@ -95,7 +97,23 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		return ErrSessionExpired
 	}
 	m.hdr = own.Header
-	return nil
+	return m.checkSession()
+}
+
+// checkSession is the last step of an acquisition: a session that has
+// expired (its holder deadline passed, or the server said its lease is
+// gone) can no longer vouch for its lease, so the mutex it just got is
+// given back (its key deleted on the client's context) and the caller
+// gets ErrSessionExpired. etcd's Lock would return success here, its
+// session ending only once the lease has expired. An orphaned or closed
+// session is not expired: etcd's own v3lock service locks through a
+// session it orphaned first, the lease being its caller's to renew.
+func (m *Mutex) checkSession() error {
+	if !m.s.expired() {
+		return nil
+	}
+	_ = m.Unlock(m.s.Client().Ctx())
+	return ErrSessionExpired
 }
 
 // join puts the session in the mutex's queue (or finds it already there)

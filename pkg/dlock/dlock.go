@@ -53,6 +53,10 @@ type Config struct {
 	DefaultTTL time.Duration `json:"default_ttl" yaml:"default_ttl"`
 	// RetryInterval spaces Lock's retries after transient errors (100 ms).
 	RetryInterval time.Duration `json:"retry_interval" yaml:"retry_interval"`
+	// LockDelay is the lock delay D: a held lock counts as lost D before
+	// the last moment its confirmed renewals keep it alive. 0 means one
+	// second, capped at a quarter of the TTL; at most half the TTL.
+	LockDelay time.Duration `json:"lock_delay" yaml:"lock_delay"`
 }
 
 // Locker is the component's lock interface.
@@ -122,8 +126,8 @@ func New(cfg *Config, opts ...Option) (Locker, error) {
 	default:
 		return nil, fmt.Errorf("dlock: unsupported driver %q", c.Driver)
 	}
-	if c.DefaultTTL < 0 || c.RetryInterval < 0 {
-		return nil, fmt.Errorf("dlock: negative DefaultTTL %v or RetryInterval %v", c.DefaultTTL, c.RetryInterval)
+	if c.DefaultTTL < 0 || c.RetryInterval < 0 || c.LockDelay < 0 {
+		return nil, fmt.Errorf("dlock: negative DefaultTTL %v, RetryInterval %v or LockDelay %v", c.DefaultTTL, c.RetryInterval, c.LockDelay)
 	}
 	if c.DefaultTTL == 0 {
 		c.DefaultTTL = DefaultTTL
@@ -145,7 +149,7 @@ func New(cfg *Config, opts ...Option) (Locker, error) {
 	log = log.With("component", "dlock")
 	locks, err := lock.NewLocker(lock.Config{
 		Client: o.connector.GetClient(), Prefix: c.Prefix, TTL: c.DefaultTTL,
-		RetryInterval: c.RetryInterval, Logger: log,
+		RetryInterval: c.RetryInterval, LockDelay: c.LockDelay, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dlock: %w", err)
@@ -232,9 +236,11 @@ func (l *locker) acquire(ctx context.Context, key string, wait bool, opts []Lock
 	return nil
 }
 
-// watchdog reports a lock lost while held. Renewal itself is the lock's
-// background keep-alive; when the lock is lost the watchdog logs whether
-// renewal failed (the lease is gone or could not be reached) and the loss.
+// watchdog reports a lock lost while held (HoldContext is the holder's
+// own signal, which does not wait for these records). Renewal itself is
+// the lock's background keep-alive; a loss at the holder deadline means
+// no renewal was confirmed in time, and is logged as a failed renewal
+// too, without asking the server.
 func (l *locker) watchdog(key string, hl *heldLock) {
 	defer close(hl.watched)
 	select {
@@ -243,7 +249,9 @@ func (l *locker) watchdog(key string, hl *heldLock) {
 	case <-hl.h.Lost():
 	}
 	err := hl.h.Err()
-	if !l.leaseAlive(hl.h.Lease()) {
+	// Past the deadline renewal has failed by definition; otherwise (the
+	// key was deleted) ask whether the lease is gone too.
+	if !time.Now().Before(hl.h.Deadline()) || !l.leaseAlive(hl.h.Lease()) {
 		l.log.Warn("watchdog renew failed", "key", l.cfg.Prefix+key, "lease", int64(hl.h.Lease()), "error", err)
 	}
 	l.log.Warn("ownership lost", "key", l.cfg.Prefix+key, "token", hl.h.FencingToken(), "error", err)
@@ -256,6 +264,25 @@ func (l *locker) leaseAlive(id clientv3.LeaseID) bool {
 	defer cancel()
 	resp, err := l.client.TimeToLive(ctx, id)
 	return err == nil && resp.TTL > 0
+}
+
+// HoldContext returns the context of this Locker's hold on key: it is
+// cancelled when the lock is lost (its cause wraps ErrOwnershipLost) or
+// released. Run the critical section under it. It fails with
+// ErrLockNotHeld when l does not hold key, and for a Locker New did not
+// make.
+func HoldContext(l Locker, key string) (context.Context, error) {
+	ll, ok := l.(*locker)
+	if !ok {
+		return nil, fmt.Errorf("dlock: %q: %w (not a Locker from New)", key, ErrLockNotHeld)
+	}
+	ll.mu.Lock()
+	hl := ll.held[key]
+	ll.mu.Unlock()
+	if hl == nil {
+		return nil, fmt.Errorf("dlock: %q: %w", key, ErrLockNotHeld)
+	}
+	return hl.h.ContextAs(ErrOwnershipLost, fmt.Errorf("dlock: %q: %w", key, ErrLockNotHeld)), nil
 }
 
 func (l *locker) Unlock(ctx context.Context, key string) error {

@@ -24,10 +24,26 @@
 //     key it holds fails with ErrLockAlreadyHeld instead of deadlocking.
 //   - The watchdog: a held lock's lease (TTL from WithTTL, else
 //     Config.DefaultTTL, else 10 s; rounded up to whole seconds) is renewed
-//     in the background about every TTL/3. If renewal fails for a whole
-//     TTL, or the key disappears, the lock is lost: the component logs
-//     "watchdog renew failed" and "ownership lost", and Unlock reports
-//     ErrOwnershipLost.
+//     in the background about every third of its validity. The lock is
+//     lost at the holder deadline, s + TTL·(1 − 2ρ) − D, where s is the
+//     send time of the last renewal the server confirmed, ρ = 1% and D
+//     is Config.LockDelay (one second, capped at a quarter of the TTL),
+//     or as soon as the server says the lease or key is gone. The leader
+//     cannot expire the lease before s + TTL·(1 − ρ), so the holder is
+//     told at least D before anybody else can be granted the key after a
+//     failure (a frozen member, a cut link, a lost quorum): the component
+//     logs "watchdog renew failed" (when the deadline passed) and
+//     "ownership lost", HoldContext's context is cancelled with a cause
+//     wrapping ErrOwnershipLost, and Unlock reports ErrOwnershipLost
+//     (deleting the key if it is still there, so the next waiter need not
+//     wait for the lease to expire).
+//   - HoldContext(locker, key) is the context to run the critical section
+//     under: it ends when the lock is lost or released.
+//   - Fencing: the token is the create revision of the holder's key,
+//     logged with "lock acquired" (pkg/concurrency/lock's FencingToken);
+//     it increases strictly from one holder to the next, so a resource
+//     that refuses smaller tokens than it has seen is safe from a holder
+//     that kept working past its deadline.
 //   - Unlock deletes the key only if it is still this holder's; it returns
 //     ErrLockNotHeld for a key this Locker does not hold.
 //   - Close stops every watchdog and releases every lock still held; the

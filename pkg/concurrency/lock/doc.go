@@ -18,10 +18,35 @@
 //     applies them only if the holder's key still exists with that create
 //     revision: a stalled holder's guarded write fails with
 //     ErrOwnershipLost instead of landing after the new holder's.
-//   - Loss notification. Lock.Lost is closed as soon as the client learns
-//     the lock is gone: the lease expired or could not be renewed for a
-//     whole TTL, the key was deleted, or the local TTL deadline passed
-//     without a renewal. The holder selects on it to stop work.
+//   - Loss notification. Lock.Lost is closed, and Lock.Context
+//     cancelled, when the holder must assume the lock is gone: at the
+//     holder deadline (below) without a later confirmed renewal, or as
+//     soon as the server says the lease is gone or the key is deleted.
+//     The holder runs its critical section under Context, or selects on
+//     Lost, to stop work.
+//
+// # Holding, and the holder deadline
+//
+// A Lock holds while its key is the oldest in the queue and its lease is
+// alive. The holder cannot see the leader's clock; it keeps a deadline of
+// its own (docs/coordination-safety.md in the repository gives the model):
+//
+//	deadline = s + TTL·(1 − 2ρ) − D        ρ = 0.01
+//
+// s is the local send time of the last renewal the server answered with a
+// TTL above zero (or of the Grant), D the lock delay (WithLockDelay or
+// Config.LockDelay; one second, capped at a quarter of the TTL, at most
+// half of it). The leader cannot expire the lease before s + TTL·(1 − ρ)
+// on any clock within the drift bound, and nobody else is granted the
+// lock before that, so after any failure (a frozen member, a member cut
+// off from its peers, a lost quorum) the holder is told at least D + ρ·TTL
+// before the next grant. Lock.Deadline reports it; IsExpired compares it
+// with the clock. To know s, renewals are single KeepAliveOnce calls whose
+// send times are recorded, every third of the validity, retried 100 ms
+// after a failure so a leader change (which re-grants every lease a whole
+// TTL) is ridden through. Once the deadline passes renewal stops for good:
+// a holder told of its loss never keeps the lock alive behind its back.
+// A clean Unlock frees the lock at once, whatever D is.
 //
 // # Layout
 //
@@ -44,14 +69,14 @@
 // renewed in the background from the moment the contender joins the queue
 // until Unlock, unless WithManualRenewal is given, in which case renewal
 // stops once the lock is held and the holder calls Renew itself; a holder
-// that forgets loses the lock one TTL after the last renewal. Lock retries
+// that forgets loses the lock at the deadline of its last renewal. Lock retries
 // transient failures (lost connection, no leader, a lease lost while
 // waiting) every retry interval until its context ends.
 //
 // Unlock checks ownership: it deletes the key only if it is still the one
 // this holder created, and reports ErrOwnershipLost when it was not (the
-// lock had expired) or ErrLockNotHeld when this handle was already
-// released. Within one Locker, locking a name that the Locker already holds
+// lock had expired) or when the lock had been lost before, and
+// ErrLockNotHeld when this handle was already released. Within one Locker, locking a name that the Locker already holds
 // fails with ErrLockAlreadyHeld instead of deadlocking behind itself, so a
 // process should share one Locker.
 package lock

@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/metastore-io/metastore/pkg/concurrency/internal/renewal"
 )
 
 // Lock is one acquisition of a named lock: the holder's handle. Its methods
@@ -23,14 +24,9 @@ type Lock struct {
 	lease       clientv3.LeaseID
 	token       int64 // create revision of key, set once the key exists
 
-	// renewedAt (unix nanoseconds) and ttl (nanoseconds) give the local
-	// deadline: the lease cannot outlive renewedAt + ttl on the server, as
-	// renewedAt is taken no later than the server's own renewal.
-	renewedAt atomic.Int64
-	ttl       atomic.Int64
-
-	stopRenewal  context.CancelFunc
-	renewalEnded chan struct{} // closed when background renewal stops
+	// renewer renews the lease and ends at the holder deadline: the send
+	// time of the last confirmed renewal plus TTL·(1 − 2ρ) − lock delay.
+	renewer *renewal.Renewer
 
 	stopMonitor context.CancelFunc // nil until held
 	monitorDone chan struct{}
@@ -39,65 +35,54 @@ type Lock struct {
 	lostOnce sync.Once
 	lostErr  error // written before lost is closed
 
+	// holdCtx is the critical section's context: cancelled (with the
+	// cause) when the lock is lost or released.
+	holdCtx    context.Context
+	cancelHold context.CancelCauseFunc
+
 	unlockMu sync.Mutex // serialises Unlock calls
 	released atomic.Bool
 }
 
-// newLock starts renewing lease for a contender for name; the contender
-// has not joined the queue yet.
-func (l *Locker) newLock(name string, lease clientv3.LeaseID, ttl time.Duration, o options) (*Lock, error) {
-	// Taken before the keep-alive starts, so it is no later than any
-	// renewal the server performs for it.
-	start := time.Now()
-	renewCtx, stopRenewal := context.WithCancel(context.Background())
-	keepAlive, err := l.client.KeepAlive(renewCtx, lease)
+// newLock starts renewing lease, granted with ttl by a request sent at
+// sent, for a contender for name; the contender has not joined the queue
+// yet.
+func (l *Locker) newLock(name string, lease clientv3.LeaseID, ttl time.Duration, sent time.Time, o options) (*Lock, error) {
+	delay := o.lockDelay
+	if delay == 0 {
+		delay = renewal.DefaultLockDelay(ttl)
+	}
+	renewer, err := renewal.Start(renewal.Config{Client: l.client, Lease: lease, TTL: ttl, Sent: sent, LockDelay: delay})
 	if err != nil {
-		stopRenewal()
 		return nil, fmt.Errorf("keep lease alive: %w", err)
 	}
 	queuePrefix := l.prefix + name + "/"
-	h := &Lock{
-		locker:       l,
-		client:       l.client,
-		name:         name,
-		queuePrefix:  queuePrefix,
-		key:          fmt.Sprintf("%s%x", queuePrefix, int64(lease)),
-		lease:        lease,
-		stopRenewal:  stopRenewal,
-		renewalEnded: make(chan struct{}),
-		monitorDone:  make(chan struct{}),
-		lost:         make(chan struct{}),
-	}
-	h.renewedAt.Store(start.UnixNano())
-	h.ttl.Store(int64(ttl))
-	go h.consumeRenewals(keepAlive)
-	return h, nil
-}
-
-// consumeRenewals records every keep-alive response until the client
-// closes the channel: renewal was stopped, or the lease is gone.
-func (h *Lock) consumeRenewals(keepAlive <-chan *clientv3.LeaseKeepAliveResponse) {
-	defer close(h.renewalEnded)
-	for resp := range keepAlive {
-		// The request left at least one round trip before now; the time
-		// of receipt is what the client knows.
-		h.renewedAt.Store(time.Now().UnixNano())
-		if resp.TTL > 0 {
-			h.ttl.Store(int64(time.Duration(resp.TTL) * time.Second))
-		}
-	}
+	holdCtx, cancelHold := context.WithCancelCause(context.Background())
+	return &Lock{
+		locker:      l,
+		client:      l.client,
+		name:        name,
+		queuePrefix: queuePrefix,
+		key:         fmt.Sprintf("%s%x", queuePrefix, int64(lease)),
+		lease:       lease,
+		renewer:     renewer,
+		monitorDone: make(chan struct{}),
+		lost:        make(chan struct{}),
+		holdCtx:     holdCtx,
+		cancelHold:  cancelHold,
+	}, nil
 }
 
 // held switches a contender that acquired the lock to holder mode: stop
-// renewing if renewal is manual, and start watching for loss.
+// background renewal if renewal is manual (the deadline still applies),
+// and start watching for loss.
 func (h *Lock) held(manualRenewal bool) {
 	if manualRenewal {
-		h.stopRenewal()
-		<-h.renewalEnded
+		h.renewer.Manual()
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	h.stopMonitor = stop
-	go h.monitor(ctx, !manualRenewal)
+	go h.monitor(ctx)
 }
 
 // abandon gives up a contender that did not get (or keep) the lock:
@@ -108,8 +93,8 @@ func (h *Lock) abandon() {
 		h.stopMonitor()
 		<-h.monitorDone
 	}
-	h.stopRenewal()
-	<-h.renewalEnded
+	h.renewer.Stop()
+	h.cancelHold(ErrLockNotHeld)
 	h.locker.revoke(context.Background(), h.lease)
 }
 
@@ -128,10 +113,10 @@ func (h *Lock) Lease() clientv3.LeaseID { return h.lease }
 // highest it has seen.
 func (h *Lock) FencingToken() int64 { return h.token }
 
-// Lost is closed when the lock is lost while held: the lease expired or
-// could not be renewed, the key was deleted, a guarded write found it gone,
-// or the local TTL deadline passed without renewal. It is not closed by
-// Unlock.
+// Lost is closed when the lock is lost while held, or must be assumed
+// lost: the holder deadline passed without a confirmed renewal (see
+// Deadline), the server said the lease is gone, the key was deleted, or a
+// guarded write found it gone. It is not closed by Unlock.
 func (h *Lock) Lost() <-chan struct{} { return h.lost }
 
 // Err is nil while the lock is held and, once Lost is closed, an error
@@ -145,28 +130,52 @@ func (h *Lock) Err() error {
 	}
 }
 
-// deadline is the latest time the lease can still be alive on the server
-// given the renewals this client has seen.
-func (h *Lock) deadline() time.Time {
-	return time.Unix(0, h.renewedAt.Load()).Add(time.Duration(h.ttl.Load()))
+// Deadline is the holder deadline: the send time of the last renewal
+// the server confirmed plus TTL·(1 − 2ρ) − lock delay (ρ = 1%). Lost is
+// closed when it passes without a later confirmed renewal; nobody else can
+// be granted the lock before the lock delay after it.
+func (h *Lock) Deadline() time.Time { return h.renewer.Deadline() }
+
+// Context is cancelled when the lock is lost (its cause is Err) or
+// released (cause ErrLockNotHeld). Run the critical section under it.
+func (h *Lock) Context() context.Context { return h.holdCtx }
+
+// ContextAs is Context with causes in a caller's own terms: when the lock
+// is lost the cause wraps lost and the lock's cause, when it is released
+// the cause is released. Facades over this package use it to report their
+// own errors.
+func (h *Lock) ContextAs(lost, released error) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	context.AfterFunc(h.holdCtx, func() {
+		if cause := context.Cause(h.holdCtx); errors.Is(cause, ErrOwnershipLost) {
+			cancel(fmt.Errorf("%w: %w", lost, cause))
+		} else {
+			cancel(released)
+		}
+	})
+	return ctx
 }
 
-// IsExpired reports, without a round trip, whether the lock is lost or may
-// be: Lost is closed, or a whole TTL passed since the last renewal this
-// client saw. A false answer is a hint, not a guarantee; use Guard for
-// writes that must not happen after the lock is gone.
+// IsExpired reports, without a round trip, whether the lock is lost or
+// must be assumed lost: Lost is closed, or the holder deadline has passed.
+// A false answer is a hint, not a guarantee; use Guard for writes that
+// must not happen after the lock is gone.
 func (h *Lock) IsExpired() bool {
 	select {
 	case <-h.lost:
 		return true
 	default:
-		return !time.Now().Before(h.deadline())
+		return !time.Now().Before(h.Deadline())
 	}
 }
 
 // TTL asks the server how long the lock's lease has left. It returns an
-// error wrapping ErrOwnershipLost when the lease is gone.
+// error wrapping ErrOwnershipLost when the lease is gone or the lock was
+// already lost (its deadline passed), without asking.
 func (h *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if err := h.Err(); err != nil {
+		return 0, err
+	}
 	resp, err := h.client.TimeToLive(ctx, h.lease)
 	if err != nil {
 		return 0, fmt.Errorf("lock %q: time to live: %w", h.name, err)
@@ -178,8 +187,10 @@ func (h *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return time.Duration(resp.TTL) * time.Second, nil
 }
 
-// Renew renews the lease once, pushing the deadline a full TTL ahead. With
-// WithManualRenewal it is the only renewal; otherwise it is rarely needed.
+// Renew renews the lease once, moving the deadline to this renewal's
+// send time plus the validity. With WithManualRenewal it is the only
+// renewal; otherwise it is rarely needed. A renewal after the deadline is
+// refused: the holder has been told it lost the lock.
 func (h *Lock) Renew(ctx context.Context) error {
 	if h.released.Load() {
 		return fmt.Errorf("lock %q: renew: %w", h.name, ErrLockNotHeld)
@@ -187,49 +198,55 @@ func (h *Lock) Renew(ctx context.Context) error {
 	if err := h.Err(); err != nil {
 		return err
 	}
-	sent := time.Now()
-	resp, err := h.client.KeepAliveOnce(ctx, h.lease)
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	err := h.renewer.RenewOnce(ctx)
+	switch {
+	case errors.Is(err, renewal.ErrLeaseGone):
 		h.markLost("the lease expired before it was renewed")
 		return h.lostErr
-	}
-	if err != nil {
+	case errors.Is(err, renewal.ErrDeadlinePassed):
+		h.markLost(deadlineCause)
+		return h.lostErr
+	case err != nil:
 		return fmt.Errorf("lock %q: renew: %w", h.name, err)
 	}
-	h.renewedAt.Store(sent.UnixNano())
-	h.ttl.Store(int64(time.Duration(resp.TTL) * time.Second))
 	return nil
 }
 
+// deadlineCause is why a lock whose holder deadline passed is lost.
+const deadlineCause = "the holder deadline passed: no renewal was confirmed within TTL·(1 − 2ρ) − lock delay of the last one's send"
+
 // Unlock releases the lock if this handle still holds it. It returns an
 // error wrapping ErrOwnershipLost when the key was already gone or replaced
-// (the lock expired; another owner may hold it now), and ErrLockNotHeld
-// when the handle was already released. After a network error the handle
-// still holds the lock and Unlock may be retried.
+// (the lock expired; another owner may hold it now) or when the lock had
+// been lost before (its deadline passed: the key is deleted all the same,
+// so the next waiter need not wait for the lease to expire), and
+// ErrLockNotHeld when the handle was already released. After a network
+// error the handle still holds the lock and Unlock may be retried.
 func (h *Lock) Unlock(ctx context.Context) error {
 	h.unlockMu.Lock()
 	defer h.unlockMu.Unlock()
 	if h.released.Load() {
 		return fmt.Errorf("lock %q: unlock: %w", h.name, ErrLockNotHeld)
 	}
+	// Read before the delete: the monitor may see this very delete and
+	// call it a loss before it is stopped.
+	lostBefore := h.Err()
 	resp, err := h.client.Txn(ctx).If(h.ownerCmp()).Then(clientv3.OpDelete(h.key)).Commit()
 	if err != nil {
 		return fmt.Errorf("lock %q: unlock: %w", h.name, err)
 	}
 	if !resp.Succeeded {
 		h.markLost("the key was gone or replaced at unlock")
+		lostBefore = h.lostErr
 	}
 	h.released.Store(true)
 	h.locker.forget(h)
 	h.stopMonitor()
 	<-h.monitorDone
-	h.stopRenewal()
-	<-h.renewalEnded
+	h.renewer.Stop()
+	h.cancelHold(ErrLockNotHeld)
 	h.locker.revoke(ctx, h.lease)
-	if !resp.Succeeded {
-		return h.lostErr
-	}
-	return nil
+	return lostBefore
 }
 
 // ownerCmp holds while the holder's key exists with its original create
@@ -243,32 +260,53 @@ func (h *Lock) markLost(cause string) {
 	h.lostOnce.Do(func() {
 		h.lostErr = fmt.Errorf("lock %q (token %d): %w: %s", h.name, h.token, ErrOwnershipLost, cause)
 		close(h.lost)
+		h.cancelHold(h.lostErr)
 		h.locker.forget(h)
 		h.locker.log.Warn("lock lost", "lock", h.name, "key", h.key, "token", h.token, "cause", cause)
 	})
 }
 
-// monitor closes Lost when the lock is lost while held. It watches three
-// things: the end of background renewal (when renewing), the deletion of
-// the key, and the local deadline. It returns when ctx (Unlock) ends.
-func (h *Lock) monitor(ctx context.Context, renewing bool) {
+// monitor closes Lost when the lock is lost while held: the renewer ends
+// (the holder deadline, or the server saying the lease is gone), or the
+// key is deleted. The two are watched apart, so a read of the key stuck
+// on an unresponsive member never holds up the deadline. It returns when
+// ctx (Unlock) ends or the lock is lost.
+func (h *Lock) monitor(ctx context.Context) {
 	defer close(h.monitorDone)
-	var renewalEnded <-chan struct{}
-	if renewing {
-		renewalEnded = h.renewalEnded
-	}
-	timer := time.NewTimer(time.Until(h.deadline()))
-	defer timer.Stop()
+	ctx, cancel := context.WithCancel(ctx)
+	renewalWatched := make(chan struct{})
+	go func() {
+		defer close(renewalWatched)
+		select {
+		case <-ctx.Done():
+		case <-h.renewer.Done():
+			switch err := h.renewer.Err(); {
+			case errors.Is(err, renewal.ErrLeaseGone):
+				h.markLost("the server says the lease expired or was revoked")
+			case errors.Is(err, renewal.ErrDeadlinePassed):
+				h.markLost(deadlineCause)
+			}
+			cancel()
+		}
+	}()
+	h.monitorKey(ctx)
+	cancel()
+	<-renewalWatched
+}
+
+// monitorKey closes Lost when the key is deleted; it returns then or when
+// ctx ends.
+func (h *Lock) monitorKey(ctx context.Context) {
 	watchFrom := h.token + 1
 	for {
 		watchCtx, stopWatch := context.WithCancel(ctx)
-		lost, cause, next := h.watchKey(watchCtx, watchFrom, renewalEnded, timer)
+		deleted, next := h.watchKey(watchCtx, watchFrom)
 		stopWatch()
 		if ctx.Err() != nil {
 			return
 		}
-		if lost {
-			h.markLost(cause)
+		if deleted {
+			h.markLost("the key was deleted")
 			return
 		}
 		// The watch ended without an answer (compaction, a server-side
@@ -290,31 +328,22 @@ func (h *Lock) monitor(ctx context.Context, renewing bool) {
 	}
 }
 
-// watchKey watches the key from revision from until it is deleted (lost),
-// renewal ends (lost), the deadline passes (lost), ctx ends, or the watch
-// closes; next is the revision to resume from.
-func (h *Lock) watchKey(ctx context.Context, from int64, renewalEnded <-chan struct{}, timer *time.Timer) (lost bool, cause string, next int64) {
+// watchKey watches the key from revision from until it is deleted, ctx
+// ends, or the watch closes; next is the revision to resume from.
+func (h *Lock) watchKey(ctx context.Context, from int64) (deleted bool, next int64) {
 	next = from
 	watch := h.client.Watch(ctx, h.key, clientv3.WithRev(from))
 	for {
 		select {
 		case <-ctx.Done():
-			return false, "", next
-		case <-renewalEnded:
-			return true, "lease renewal ended: the lease expired or the server was unreachable for a whole TTL", next
-		case <-timer.C:
-			left := time.Until(h.deadline())
-			if left <= 0 {
-				return true, "a whole TTL passed without a renewal", next
-			}
-			timer.Reset(left)
+			return false, next
 		case wr, ok := <-watch:
 			if !ok || wr.Err() != nil {
-				return false, "", next
+				return false, next
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypeDelete {
-					return true, "the key was deleted", next
+					return true, next
 				}
 			}
 			next = wr.Header.Revision + 1

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/queue"
+	"github.com/metastore-io/metastore/pkg/concurrency/internal/renewal"
 )
 
 // The errors of this package.
@@ -59,6 +60,9 @@ type Config struct {
 	// RetryInterval is the default pause between attempts after a
 	// transient error; 0 means DefaultRetryInterval.
 	RetryInterval time.Duration
+	// LockDelay is the default lock delay D (see WithLockDelay); 0 means
+	// one second, capped at a quarter of the lock's TTL.
+	LockDelay time.Duration
 	// Logger receives retries and losses; nil discards them.
 	Logger *slog.Logger
 }
@@ -70,6 +74,7 @@ type Locker struct {
 	prefix        string
 	ttl           time.Duration
 	retryInterval time.Duration
+	lockDelay     time.Duration
 	log           *slog.Logger
 
 	mu   sync.Mutex
@@ -81,14 +86,15 @@ func NewLocker(cfg Config) (*Locker, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("lock: Config.Client is required")
 	}
-	if cfg.TTL < 0 || cfg.RetryInterval < 0 {
-		return nil, fmt.Errorf("lock: negative TTL %v or retry interval %v", cfg.TTL, cfg.RetryInterval)
+	if cfg.TTL < 0 || cfg.RetryInterval < 0 || cfg.LockDelay < 0 {
+		return nil, fmt.Errorf("lock: negative TTL %v, retry interval %v or lock delay %v", cfg.TTL, cfg.RetryInterval, cfg.LockDelay)
 	}
 	l := &Locker{
 		client:        cfg.Client,
 		prefix:        cfg.Prefix,
 		ttl:           cmpOr(cfg.TTL, DefaultTTL),
 		retryInterval: cmpOr(cfg.RetryInterval, DefaultRetryInterval),
+		lockDelay:     cfg.LockDelay,
 		log:           cfg.Logger,
 		held:          make(map[string]*Lock),
 	}
@@ -113,6 +119,7 @@ type options struct {
 	retryInterval time.Duration
 	manualRenewal bool
 	owner         string
+	lockDelay     time.Duration // 0: the default for the granted TTL
 }
 
 // WithTTL sets this lock's lease TTL (rounded up to whole seconds).
@@ -120,6 +127,13 @@ func WithTTL(ttl time.Duration) Option { return func(o *options) { o.ttl = ttl }
 
 // WithRetryInterval sets the pause between attempts after transient errors.
 func WithRetryInterval(d time.Duration) Option { return func(o *options) { o.retryInterval = d } }
+
+// WithLockDelay sets the lock delay D: the holder's deadline is D before
+// the last moment its own renewals keep the lease alive, so it has D to
+// stop working under the lock before anybody else can be granted it after
+// a failure. It may be at most half the TTL. A clean Unlock frees the
+// lock at once whatever D is.
+func WithLockDelay(d time.Duration) Option { return func(o *options) { o.lockDelay = d } }
 
 // WithManualRenewal stops background renewal once the lock is held: the
 // holder must call Renew at least once per TTL or lose the lock.
@@ -147,12 +161,17 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Opt
 	if name == "" || strings.Contains(name, "\x00") {
 		return nil, fmt.Errorf("lock: invalid name %q", name)
 	}
-	o := options{ttl: l.ttl, retryInterval: l.retryInterval}
+	o := options{ttl: l.ttl, retryInterval: l.retryInterval, lockDelay: l.lockDelay}
 	for _, apply := range opts {
 		apply(&o)
 	}
 	if o.ttl <= 0 || o.retryInterval <= 0 {
 		return nil, fmt.Errorf("lock %q: TTL %v and retry interval %v must be positive", name, o.ttl, o.retryInterval)
+	}
+	if o.lockDelay != 0 {
+		if err := renewal.CheckLockDelay(o.ttl, o.lockDelay); err != nil {
+			return nil, fmt.Errorf("lock %q: %w", name, err)
+		}
 	}
 	if l.holding(name) {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrLockAlreadyHeld)
@@ -181,11 +200,14 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Opt
 // the wait for everyone ahead to leave.
 func (l *Locker) attempt(ctx context.Context, name string, wait bool, o options) (*Lock, error) {
 	ttlSeconds := int64(math.Ceil(o.ttl.Seconds()))
+	// The lease lives at least a TTL from the moment the leader grants
+	// it, which is after this.
+	sent := time.Now()
 	grant, err := l.client.Grant(ctx, ttlSeconds)
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	h, err := l.newLock(name, grant.ID, time.Duration(grant.TTL)*time.Second, o)
+	h, err := l.newLock(name, grant.ID, time.Duration(grant.TTL)*time.Second, sent, o)
 	if err != nil {
 		l.revoke(ctx, grant.ID)
 		return nil, err
@@ -201,22 +223,46 @@ func (l *Locker) attempt(ctx context.Context, name string, wait bool, o options)
 			h.abandon()
 			return nil, ErrLocked
 		}
-		if err := queue.Await(ctx, l.client, h.queuePrefix, pos.Rev); err != nil {
+		if err := h.await(ctx, pos.Rev); err != nil {
 			h.abandon()
-			return nil, fmt.Errorf("wait for earlier holders: %w", err)
+			return nil, err
 		}
 		own, err := l.client.Get(ctx, h.key)
 		if err != nil {
 			h.abandon()
 			return nil, fmt.Errorf("confirm ownership: %w", err)
 		}
-		if len(own.Kvs) == 0 || own.Kvs[0].CreateRevision != h.token {
+		if len(own.Kvs) == 0 || own.Kvs[0].CreateRevision != h.token || h.renewer.Err() != nil {
 			h.abandon()
 			return nil, errKeyLostWhileWaiting
 		}
 	}
 	h.held(o.manualRenewal)
 	return h, nil
+}
+
+// await waits in the queue for everyone ahead of rev to leave. A
+// contender whose own lease can no longer be vouched for (its renewer
+// ended) stops waiting: it could only be granted a lock it must at once
+// assume lost.
+func (h *Lock) await(ctx context.Context, rev int64) error {
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.renewer.Done():
+			cancel()
+		case <-waitCtx.Done():
+		}
+	}()
+	err := queue.Await(waitCtx, h.client, h.queuePrefix, rev)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() == nil && h.renewer.Err() != nil:
+		return fmt.Errorf("%w: %w", errKeyLostWhileWaiting, h.renewer.Err())
+	}
+	return fmt.Errorf("wait for earlier holders: %w", err)
 }
 
 // revoke removes a lease (and with it the attempt's key) on a context that

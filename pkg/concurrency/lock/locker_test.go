@@ -78,20 +78,21 @@ func TestAlreadyHeldIsLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Lock{locker: l, name: "job", lost: make(chan struct{})}
-	h.renewedAt.Store(1 << 62) // far future: not expired
-	h.ttl.Store(1)
+	h := bareLock(l, "job")
 	l.register(h)
 	if _, err := l.Lock(context.Background(), "job"); !errors.Is(err, ErrLockAlreadyHeld) {
 		t.Fatalf("Lock of a held name = %v, want ErrLockAlreadyHeld", err)
 	}
 	// A second handle acquiring the name marks the first lost.
-	newer := &Lock{locker: l, name: "job", lost: make(chan struct{})}
+	newer := bareLock(l, "job")
 	l.register(newer)
 	select {
 	case <-h.Lost():
 	default:
 		t.Fatal("older handle not marked lost when a newer one registered")
+	}
+	if !errors.Is(context.Cause(h.Context()), ErrOwnershipLost) {
+		t.Fatalf("the lost handle's context: cause %v, want ErrOwnershipLost", context.Cause(h.Context()))
 	}
 	if !l.holding("job") {
 		t.Fatal("newer handle not recorded")
@@ -104,4 +105,11 @@ func TestAlreadyHeldIsLocal(t *testing.T) {
 	if l.holding("job") {
 		t.Fatal("still holding after forget")
 	}
+}
+
+// bareLock is a handle of name with no lease behind it.
+func bareLock(l *Locker, name string) *Lock {
+	h := &Lock{locker: l, name: name, lost: make(chan struct{})}
+	h.holdCtx, h.cancelHold = context.WithCancelCause(context.Background())
+	return h
 }

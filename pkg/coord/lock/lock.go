@@ -1,11 +1,3 @@
-// Package lock is the coord module's distributed lock (DistributedLock,
-// Lock, the errors) on pkg/concurrency/lock, MetaStore's fenced lock.
-//
-// Every acquisition has its own lease with the TTL asked for (rounded up
-// to whole seconds), renewed in the background until Unlock, as the
-// design's session per lock. Acquire waits in FIFO order; TryAcquire
-// fails with ErrLockConflict when another owner holds the key. Two
-// acquisitions of one key in one process queue like any two owners.
 package lock
 
 import (
@@ -134,6 +126,22 @@ type heldLock struct {
 
 func (l *heldLock) Key() string { return l.h.Key() }
 
+// Holder is implemented by every Lock a Factory returns, beyond the
+// design's interface: the holder's own loss signal.
+type Holder interface {
+	// Context is cancelled when the lock is lost (the holder deadline
+	// passed, the lease or key is gone; its cause wraps ErrLockExpired)
+	// or released (cause ErrLockNotHeld). Run the critical section
+	// under it.
+	Context() context.Context
+}
+
+var _ Holder = (*heldLock)(nil)
+
+func (l *heldLock) Context() context.Context {
+	return l.h.ContextAs(ErrLockExpired, fmt.Errorf("lock %s: %w", l.h.Key(), ErrLockNotHeld))
+}
+
 // Unlock releases the lock: ErrLockNotHeld if it was already released,
 // ErrLockExpired if it expired while held.
 func (l *heldLock) Unlock(ctx context.Context) error {
@@ -189,8 +197,11 @@ func (l *heldLock) Renew(ctx context.Context) (bool, error) {
 	}
 }
 
-// IsExpired asks the server whether the lock's lease is gone. A released
-// lock counts as expired.
+// IsExpired reports whether the lock is lost or must be assumed lost. It
+// answers true without a round trip once the holder deadline has passed
+// (the send of the last confirmed renewal plus TTL·(1 − 2ρ) − lock delay)
+// or the loss is known; otherwise it asks the server whether the lease is
+// gone. A released lock counts as expired.
 func (l *heldLock) IsExpired(ctx context.Context) (bool, error) {
 	if l.released.Load() || l.h.IsExpired() {
 		return true, nil

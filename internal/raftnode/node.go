@@ -76,6 +76,12 @@ type Node struct {
 	// (maybeSnapshot spaces such snapshots by it).
 	fullImageBytes atomic.Uint64
 	snapshotWG     sync.WaitGroup
+	// Lock order: the raft driver's lock (rawRaft.mu, driver.go), logMu
+	// and readMu are never held together. rawRaft.mu and logMu each take
+	// the raft log storage's own lock beneath them (RawNode reads the
+	// storage under rawRaft.mu; appendToLog and compactLog change it
+	// under logMu); readMu is a leaf.
+	//
 	// logMu serialises the changes to storage's entries (the raft loop
 	// appends, the snapshot goroutine compacts) with the count of their
 	// bytes, logBytes (logbudget.go). unsnapshottedBytes mirrors the

@@ -52,6 +52,10 @@ type Transport struct {
 
 	// peers is replaced, never modified, so Send reads it without a lock;
 	// writers serialise on mu.
+	//
+	// Lock order: mu before a peer's mu (AddPeer updates a known peer's
+	// URLs under it); forwardMu, the connection tracker's and the refusal
+	// log's locks are leaves, never held while another lock is taken.
 	peers   atomic.Pointer[map[uint64]*peer]
 	mu      sync.Mutex
 	removed map[uint64]bool

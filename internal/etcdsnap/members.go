@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strconv"
 
-	"go.etcd.io/etcd/api/v3/membershippb"
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/membershippb"
 )
 
 // DecodeMember decodes a member as etcd encodes it in its members bucket

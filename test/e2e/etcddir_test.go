@@ -16,7 +16,7 @@ import (
 )
 
 // targetEngines are the storage engines a test that picks them itself
-// runs: MetaStore's two, or etcd's one ("").
+// runs: MetaStore's two, or etcd's one.
 func targetEngines(t *testing.T) []string {
 	t.Helper()
 	target, err := framework.TargetFromEnv()
@@ -24,14 +24,14 @@ func targetEngines(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	if target == framework.TargetEtcd {
-		return []string{""}
+		return []string{"bbolt"} // etcd has one
 	}
 	skipIfEngineFromEnv(t)
 	return []string{"memory", "rocksdb"}
 }
 
 func engineFlags(engine string) []string {
-	if engine == "" {
+	if engine == "bbolt" {
 		return nil
 	}
 	return []string{"--storage-engine=" + engine}

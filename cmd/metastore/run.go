@@ -100,6 +100,9 @@ func startGCHeadroom(o *options, logger *slog.Logger) (stop func()) {
 // fast and clients and peers queue in the backlog until they are served)
 // and the storage engine opened. On error nothing stays open.
 func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prometheus.Registry, logger *slog.Logger) (server.Config, error) {
+	if err := convertEtcdDataDir(o, logger); err != nil {
+		return server.Config{}, err
+	}
 	ls, err := o.bindListeners(certs, logger)
 	if err != nil {
 		return server.Config{}, err

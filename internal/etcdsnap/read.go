@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -28,6 +29,8 @@ const (
 	checksumBlock = 512
 	// loadBatchBytes bounds the keys and values of one backend batch.
 	loadBatchBytes = 16 << 20
+	// lockTimeout bounds the wait for another process's lock on a db.
+	lockTimeout = 2 * time.Second
 )
 
 // IsDB reports whether the first bytes of a file are a bbolt database's,
@@ -101,7 +104,12 @@ type File struct {
 // does not check the digest (VerifyDigest does) nor walk the pages:
 // readers meet damaged pages as errors (see view).
 func Open(path string) (*File, error) {
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true})
+	// A db in use by a running etcd is locked; the timeout turns the
+	// wait into an error instead of a hang.
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open etcd db %s: it is locked: is an etcd still running on it?", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open etcd snapshot %s: %w: %w", path, ErrCorrupt, err)
 	}

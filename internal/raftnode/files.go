@@ -77,8 +77,25 @@ func Seed(dataDir string, id Identity, meta raftpb.SnapshotMetadata, img Image, 
 // SeedAt is Seed with the log in a dedicated directory (Config.WALDir,
 // etcdutl's restore --wal-dir; "" for the default under dataDir).
 func SeedAt(dataDir, dedicatedWALDir string, id Identity, meta raftpb.SnapshotMetadata, img Image, logger *slog.Logger) error {
+	return SeedLog(dataDir, dedicatedWALDir, id, meta, img, raftpb.HardState{Term: meta.Term, Commit: meta.Index}, nil, logger)
+}
+
+// SeedLog is SeedAt for a log that goes on after the snapshot: the
+// member's raft log continues with ents (from meta.Index+1 on, in order)
+// under hard state hs, as when a data dir of etcd's is converted. Its
+// committed entries are applied when the member starts, through the
+// member's own apply path; the others are the log's uncommitted tail,
+// which raft commits or replaces as it would have. With meta.Index 0
+// (nothing applied yet) there is no snapshot: the log starts at entry 1.
+func SeedLog(dataDir, dedicatedWALDir string, id Identity, meta raftpb.SnapshotMetadata, img Image,
+	hs raftpb.HardState, ents []raftpb.Entry, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	for i := range ents {
+		if ents[i].Index != meta.Index+1+uint64(i) {
+			return fmt.Errorf("raftnode: seed: entry %d does not follow snapshot %d and %d entries", ents[i].Index, meta.Index, i)
+		}
 	}
 	logDir := walDirOf(dataDir, dedicatedWALDir)
 	exists, err := wal.Exists(logDir)
@@ -93,19 +110,27 @@ func SeedAt(dataDir, dedicatedWALDir string, id Identity, meta raftpb.SnapshotMe
 			return fmt.Errorf("raftnode: seed: make the storage engine durable: %w", err)
 		}
 	}
-	snaps, err := snapfile.Open(snapDir(dataDir), snapfile.Options{Logger: logger})
-	if err != nil {
-		return fmt.Errorf("raftnode: seed: %w", err)
-	}
-	if _, err := snaps.Save(meta, img); err != nil {
-		return fmt.Errorf("raftnode: seed: save snapshot %d: %w", meta.Index, err)
+	if meta.Index > 0 {
+		snaps, err := snapfile.Open(snapDir(dataDir), snapfile.Options{Logger: logger})
+		if err != nil {
+			return fmt.Errorf("raftnode: seed: %w", err)
+		}
+		if _, err := snaps.Save(meta, img); err != nil {
+			return fmt.Errorf("raftnode: seed: save snapshot %d: %w", meta.Index, err)
+		}
 	}
 	w, err := wal.Create(logDir, wal.Metadata{MemberID: id.MemberID, ClusterID: id.ClusterID}, wal.Options{Logger: logger})
 	if err != nil {
 		return fmt.Errorf("raftnode: seed: create WAL: %w", err)
 	}
-	hs := raftpb.HardState{Term: meta.Term, Commit: meta.Index}
-	saveErr := w.SaveInstall(wal.Snapshot{Index: meta.Index, Term: meta.Term}, hs, nil)
+	var saveErr error
+	if meta.Index > 0 {
+		saveErr = w.SaveInstall(wal.Snapshot{Index: meta.Index, Term: meta.Term}, hs, ents)
+	} else {
+		// Nothing applied yet: the log from its first entry, as a
+		// member's own before its first snapshot.
+		saveErr = w.Save(hs, ents)
+	}
 	if err := errors.Join(saveErr, w.Close()); err != nil {
 		return fmt.Errorf("raftnode: seed: write WAL: %w", err)
 	}

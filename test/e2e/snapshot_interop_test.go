@@ -31,7 +31,13 @@ type storeDump struct {
 // firstRev must fail as compacted.
 func dumpStore(ctx context.Context, t *testing.T, cli *clientv3.Client, firstRev int64) storeDump {
 	t.Helper()
-	d := storeDump{rev: currentRevision(ctx, t, cli)}
+	return dumpStoreUpTo(ctx, t, cli, firstRev, currentRevision(ctx, t, cli))
+}
+
+// dumpStoreUpTo is dumpStore of the revisions up to lastRev.
+func dumpStoreUpTo(ctx context.Context, t *testing.T, cli *clientv3.Client, firstRev, lastRev int64) storeDump {
+	t.Helper()
+	d := storeDump{rev: lastRev}
 	if _, err := cli.Get(ctx, "x", clientv3.WithRev(firstRev-1)); err != rpctypes.ErrCompacted && !strings.Contains(fmt.Sprint(err), "compacted") {
 		t.Fatalf("read at %d, below the compaction: %v, want compacted", firstRev-1, err)
 	}

@@ -142,9 +142,14 @@ func flagValue(args []string, name string) string {
 // combined output.
 func runSnapshotTool(ctx context.Context, t *testing.T, c *framework.Cluster, args ...string) (string, error) {
 	t.Helper()
+	return runTool(ctx, c.Target().SnapshotTool(c.RepoRoot()), args...)
+}
+
+// runTool runs the binary at tool and returns its combined output.
+func runTool(ctx context.Context, tool string, args ...string) (string, error) {
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(runCtx, c.Target().SnapshotTool(c.RepoRoot()), args...)
+	cmd := exec.CommandContext(runCtx, tool, args...)
 	cmd.Env = framework.ProcessEnv()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -154,6 +159,13 @@ func runSnapshotTool(ctx context.Context, t *testing.T, c *framework.Cluster, ar
 // restores of the snapshot at path, made by the tool of c's target with
 // each member's own flags plus extra, and starts them again.
 func restoreInto(ctx context.Context, t *testing.T, c *framework.Cluster, path string, extra ...string) {
+	t.Helper()
+	restoreWith(ctx, t, c, c.Target().SnapshotTool(c.RepoRoot()), path, extra...)
+}
+
+// restoreWith is restoreInto with the restore tool at tool: etcdutl
+// restores into a MetaStore cluster's data dirs as well.
+func restoreWith(ctx context.Context, t *testing.T, c *framework.Cluster, tool, path string, extra ...string) {
 	t.Helper()
 	for _, m := range c.Members() {
 		if _, err := m.Stop(stopTimeout); err != nil {
@@ -171,10 +183,10 @@ func restoreInto(ctx context.Context, t *testing.T, c *framework.Cluster, path s
 			"--initial-cluster=" + flagValue(args, "initial-cluster"),
 			"--initial-cluster-token=" + flagValue(args, "initial-cluster-token"),
 			"--initial-advertise-peer-urls=" + m.PeerURL()}
-		if c.Target() == framework.TargetMetaStore {
+		if tool == framework.TargetMetaStore.SnapshotTool(c.RepoRoot()) {
 			restore = append(restore, "--storage-engine="+cmp.Or(flagValue(args, "storage-engine"), "memory"))
 		}
-		out, err := runSnapshotTool(ctx, t, c, append(restore, extra...)...)
+		out, err := runTool(ctx, tool, append(restore, extra...)...)
 		if err != nil {
 			t.Fatalf("%s for %s: %v\n%s", strings.Join(restore[:2], " "), m.Name(), err, out)
 		}

@@ -162,6 +162,15 @@ func (m *Member) SetArgs(args []string) {
 	m.args = append([]string(nil), args...)
 }
 
+// SetBinary replaces the server binary (a path) of the member's next
+// Start, for tests that start another server on the data dir one left:
+// MetaStore on an etcd member's.
+func (m *Member) SetBinary(path string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.binary = path
+}
+
 // SetEnv sets extra environment variables (KEY=value) for the member's
 // next runs; nil clears them.
 func (m *Member) SetEnv(env []string) {

@@ -1,5 +1,6 @@
 // Package lockservice is MetaStore's HTTP lock service for clients that
-// speak plain HTTP (the lock-server design in shared/design): one FIFO queue
+// speak plain HTTP (the lock-server design; docs/coordination.md in the
+// repository says what it asked for and where this differs): one FIFO queue
 // per Type:ResourceID, /lock answering acquired, queued or an error, /unlock
 // carrying the outcome of the critical section, 403 for a caller that does
 // not hold the lock, and a lock released, or a waiter dropped, when its

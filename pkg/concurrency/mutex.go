@@ -143,7 +143,7 @@ func (m *Mutex) join(ctx context.Context) (queue.Position, error) {
 
 // Unlock deletes the session's key, releasing the mutex (or leaving the
 // queue). It deletes without checking ownership, as etcd's does; the
-// fencing-aware lock in pkg/lock checks.
+// fencing-aware lock in pkg/concurrency/lock checks.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	if m.key == "" || m.key == releasedKey || m.rev <= 0 {
 		return ErrLockReleased

@@ -1,6 +1,6 @@
 // Package coord is the coord module of the coord-module design
-// (shared/design/coord-module.md) on MetaStore: one Provider giving a
-// distributed lock (Lock()), a service registry with gRPC connections
+// (docs/coordination.md in the repository) on MetaStore: one Provider
+// giving a distributed lock (Lock()), a service registry with gRPC connections
 // (Registry()) and a configuration centre (Config()), built over
 // MetaStore's own packages, with no second implementation of any of them:
 //

@@ -1,9 +1,9 @@
 // Package dlock is the distributed-lock component of the dlock design
-// (shared/design/dlock.md) on MetaStore: a Locker with exactly Lock
-// (blocking), TryLock (non-blocking), Unlock and Close, options WithTTL
-// and WithLogger, a key prefix, a default TTL of 10 s, and the errors
-// ErrConfigNil, ErrConnectorNil, ErrLockNotHeld, ErrLockAlreadyHeld and
-// ErrOwnershipLost.
+// (docs/coordination.md in the repository) on MetaStore: a Locker with
+// exactly Lock (blocking), TryLock (non-blocking), Unlock and Close,
+// options WithTTL and WithLogger, a key prefix, a default TTL of 10 s, and
+// the errors ErrConfigNil, ErrConnectorNil, ErrLockNotHeld,
+// ErrLockAlreadyHeld and ErrOwnershipLost.
 //
 // It is a thin layer over pkg/concurrency/lock, MetaStore's fenced lock
 // (no second lock implementation): every held key is one lock of one

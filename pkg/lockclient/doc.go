@@ -1,5 +1,6 @@
 // Package lockclient is the Go client of MetaStore's HTTP lock service
-// (protocol: pkg/lockapi). It follows the lock-server design's client:
+// (protocol: pkg/lockapi). It follows the lock-server design's client
+// (docs/coordination.md in the repository):
 //
 //   - Lock sends /lock with a per-request timeout and retries only network
 //     errors (the connection failed, broke, or the answer did not come

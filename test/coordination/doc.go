@@ -132,7 +132,7 @@
 //
 // make test runs every fault once, in the order above, on each engine
 // (test-e2e-rocksdb runs the package again with
-// E2E_EXTRA_FLAGS=--storage-engine=rocksdb): about 150 s. make
+// E2E_EXTRA_FLAGS=--storage-engine=rocksdb): about 170 s. make
 // test-coordination-long DURATION=10m ENGINE=memory|rocksdb cycles the
 // faults in a random order each round for -coord.duration (-coord.seed
 // replays a run's choices; -coord.history=FILE writes its history as

@@ -160,7 +160,8 @@ test-faults-long: build build-faults tools
 
 # make test runs the lock fault suite (test/coordination: HTTP lock
 # service and SDK locks under member and leader freezes, a cut peer link,
-# kills and quorum loss) with each fault once on both engines; this cycles
+# kills, quorum loss, a vanished client host and a holder that stops
+# reading) with each fault once on both engines; this cycles
 # the faults for DURATION on ENGINE. The log goes to
 # test-coordination-long-ENGINE.log; the last line printed is the summary:
 # operations, grants, faults injected, min gap, max request time, verdict.

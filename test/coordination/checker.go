@@ -16,6 +16,7 @@ const (
 	RuleFIFO    = "fifo"    // waiters are granted in queue order
 	RuleHang    = "hang"    // no call goes unanswered past the bound
 	RuleLease   = "lease"   // a lease renewed through a follower survives
+	RuleRelease = "release" // an abandoned lock goes to the next waiter within its bound
 )
 
 const (
@@ -66,6 +67,9 @@ type Report struct {
 	// the longest lock call, queueing included.
 	MaxSilence  time.Duration
 	MaxLockWait time.Duration
+	// Releases says, for each abandoned lock, how long after it was
+	// abandoned the next waiter was granted it.
+	Releases []string
 }
 
 // Count returns how many violations broke rule.
@@ -85,7 +89,7 @@ func (r Report) Verdict() string {
 		return "pass"
 	}
 	var parts []string
-	for _, rule := range []string{RuleFencing, RuleOverlap, RuleFIFO, RuleHang, RuleLease} {
+	for _, rule := range []string{RuleFencing, RuleOverlap, RuleFIFO, RuleHang, RuleLease, RuleRelease} {
 		if n := r.Count(rule); n > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", rule, n))
 		}
@@ -106,6 +110,8 @@ func Check(s Snapshot, cfg CheckConfig) Report {
 	}
 	checkFIFO(&r, s)
 	checkHangs(&r, s, cfg.HangBound)
+	checkReleases(&r, s, holds)
+	checkLateWrites(&r, s)
 	for _, p := range s.Probes {
 		if !p.Survived {
 			r.Violations = append(r.Violations, Violation{Rule: RuleLease, Resource: "lease via " + p.Member, At: p.At,

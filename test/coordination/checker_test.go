@@ -249,3 +249,54 @@ func TestCheckerLeaseProbe(t *testing.T) {
 	s.hist.AddProbe(LeaseProbe{Fault: "peer-cut", Member: "m2", Survived: false, Detail: "the lease expired"})
 	expect(t, s.check(t, 0), RuleLease, 1)
 }
+
+// abandoned is a holder a granted the lock at 10 ms that abandons it at
+// 20 ms, and a waiter b queued from 15 ms, hearing a heartbeat every
+// second, granted at grantMs (0: never) with token 8.
+func abandoned(grantMs, endMs int) *script {
+	s := newScript()
+	call := s.at(0).hist.StartCall("http/r0", "a", APIHTTP, OpLock)
+	a := s.at(10).hist.Grant(call, 5, 0)
+	s.at(20).hist.EndHold(a, EndStopped, "")
+	s.hist.Abandoned(a, "stops-reading", s.now, StopReadingBound)
+	wait := s.at(15).hist.StartCall("http/r0", "b", APIHTTP, OpLock)
+	for ms := 1000; ms < endMs && (grantMs == 0 || ms < grantMs); ms += 1000 {
+		s.at(ms).hist.Answer(wait)
+	}
+	if grantMs > 0 {
+		s.unlock(s.at(grantMs).hist.Grant(wait, 8, 0), APIHTTP, grantMs+100)
+	}
+	return s
+}
+
+func TestCheckerRelease(t *testing.T) {
+	in := abandoned(20+int(StopReadingBound/time.Millisecond)-1, 40_000)
+	r := in.check(t, 40_000)
+	expect(t, r, "", 0)
+	if len(r.Releases) != 1 {
+		t.Fatalf("releases %v, want one", r.Releases)
+	}
+	expect(t, abandoned(20+int(StopReadingBound/time.Millisecond)+1, 40_000).check(t, 40_000), RuleRelease, 1)
+	// Never granted: a violation once the bound has passed, not before.
+	expect(t, abandoned(0, 40_000).check(t, 40_000), RuleRelease, 1)
+	expect(t, abandoned(0, 9_000).check(t, 9_000), "", 0)
+}
+
+// A stale holder's late write must be refused; a fenced store that took
+// it breaks fencing.
+func TestCheckerLateWrite(t *testing.T) {
+	s := newScript()
+	call := s.at(0).hist.StartCall("http/r0", "a", APIHTTP, OpLock)
+	a := s.at(10).hist.Grant(call, 5, 0)
+	s.at(20).hist.EndHold(a, EndStopped, "")
+	s.cycle("http/r0", "b", APIHTTP, 30, 100, 200, 8)
+	if s.at(300).hist.LateWrite(a) {
+		t.Fatal("the fenced store accepted a late write with token 5 after token 8")
+	}
+	expect(t, s.check(t, 1000), "", 0)
+
+	// A store that lost its memory of token 8 would take it.
+	s.hist.highest["http/r0"] = 0
+	s.at(400).hist.LateWrite(a)
+	expect(t, s.check(t, 1000), RuleFencing, 1)
+}

@@ -17,7 +17,11 @@ var (
 )
 
 // TestMain checks up front that the server binary exists.
+// A run of it with childEnv set is a child holder (child.go) instead.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(runChild(spec))
+	}
 	flag.Parse()
 	if err := framework.RequireTargetBinary(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordination:", err)

@@ -48,7 +48,8 @@
 //
 //   - fencing: in grant order, tokens only increase across successive
 //     holders of a lock (a holder given its own place back keeps its
-//     token).
+//     token), and a stale holder's late write is refused by the fenced
+//     store.
 //   - overlap: no two holders believe at the same instant. Each grant must
 //     come after every earlier belief of the lock ended (one violation per
 //     stale belief, however many grants it overlaps), with no margin:
@@ -71,6 +72,13 @@
 //   - lease: a plain lease (TTL 5 s) kept alive with clientv3 KeepAlive
 //     through a follower still exists after each leader freeze and cut,
 //     when a leader is agreed again.
+//   - release: a lock its holder's client abandoned without a word (its
+//     host vanished, or it stopped reading: the faults on the clients'
+//     side) goes to the next waiter within the bound internal/lockservice
+//     documents for that case, plus a margin for a loaded machine: 12 s +
+//     1 s for a vanished host, 30 s + 5 s for a holder that stops
+//     reading (VanishBound, StopReadingBound), counted from the cut or
+//     the last read.
 //
 // checker_test.go feeds the checker hand-written histories that break
 // each rule: a checker that cannot fail is a defect.
@@ -79,8 +87,9 @@
 //
 // A Fault hurts, holds, heals and returns; the runner then waits until
 // every member is ready and lets the workload run a 3 s calm. The faults
-// of this package, each held 12 s (freezes and cuts) or 4 s (kills); the
-// freezes and cuts strike just after a long hold was granted through the
+// of this package, each held 12 s (freezes and cuts), 4 s (kills) or
+// until the abandoned lock went to the next waiter (the clients' side);
+// the freezes and cuts strike just after a long hold was granted through the
 // member they hurt (waiting up to 30 s for one), so that every run has a
 // holder at work past its lease (an HTTP one for the freezes, an SDK one
 // for the cut):
@@ -93,12 +102,26 @@
 //	follower-kill   SIGKILL a follower, restart it on its data
 //	leader-kill     SIGKILL the leader, restart it
 //	quorum-loss     SIGKILL the leader and a follower, restart both
+//	vanished-host   a holder in a client host (framework.ClientHost, a
+//	                network namespace) loses its link: no FIN, no RST
+//	stops-reading   a raw holder stops reading its stream, its socket
+//	                open
 //
-// Faults on the clients' side (a client that stops reading its lock
-// stream, a client host that vanishes in a network namespace) plug in as
-// more Fault values in faultList: they run a contender of their own and
-// record its calls and beliefs in Env.Hist, and the checker judges them
-// with the rest.
+// The last two are faults on the clients' side: each runs a holder of
+// its own on one of the workload's HTTP locks, queued with the
+// workload's contenders and recorded in Env.Hist beside them, and strikes
+// as soon as it holds the lock. The vanished host's holder is this test
+// binary run again inside the namespace (child.go), with lockclient,
+// through a client URL the first member also listens on, on the
+// namespace's link (the member is restarted with it before the workload
+// starts); it reports its calls, its grant and its Lost() on its stdout
+// with its own time stamps. Its own deadline must end its belief before
+// the next grant (overlap). The raw holder cannot be told anything, so
+// its belief ends when it stopped reading; once the lock went to the
+// next holder it makes one late write with its token, which the fenced
+// store must refuse (fencing). Both need root (the namespace) or plain
+// HTTP (a raw client, a link whose address no certificate names) and
+// are left out, with the reason logged, otherwise.
 //
 // Each fault has a window, from its injection to the end of its calm; a
 // violation belongs to the window it happened in, and each fault is a
@@ -109,14 +132,15 @@
 //
 // make test runs every fault once, in the order above, on each engine
 // (test-e2e-rocksdb runs the package again with
-// E2E_EXTRA_FLAGS=--storage-engine=rocksdb): about 100 s. make
+// E2E_EXTRA_FLAGS=--storage-engine=rocksdb): about 170 s. make
 // test-coordination-long DURATION=10m ENGINE=memory|rocksdb cycles the
 // faults in a random order each round for -coord.duration (-coord.seed
 // replays a run's choices; -coord.history=FILE writes its history as
 // JSON, to look into a verdict). Every run ends
 // with a summary line: operations, grants, fenced writes and refusals,
 // faults injected, the smallest gap between beliefs, the longest silence
-// of a call, the longest lock wait, and the verdict.
+// of a call, the longest lock wait, how long each abandoned lock took to
+// go to the next waiter, and the verdict.
 //
 // The suite skips against etcd, which has no HTTP lock service.
 package coordination

@@ -22,13 +22,12 @@ import (
 // or restarted) and fails the run.
 //
 // The member and network faults of this package are memberFreeze,
-// leaderFreeze, peerCut, followerKill, leaderKill and quorumLoss. Faults
-// on the clients' side plug in the same way: a client that stops reading
-// its lock stream, or a client host that vanishes (a client in a network
-// namespace of its own whose link is cut), run their own contender
+// leaderFreeze, peerCut, followerKill, leaderKill and quorumLoss. The
+// faults on the clients' side (faults_client.go: vanishedHost,
+// stopsReading) plug in the same way: they run a holder of their own
 // through Env.Hist (StartCall, Grant, EndHold, EndCall), so that the
-// checker judges their beliefs beside the workload's; they are added to
-// the list that faultList returns.
+// checker judges their beliefs beside the workload's. A fault that needs
+// setting up before the workload starts is a preparedFault.
 type Fault interface {
 	// Name is the fault's name in logs, summaries and subtests.
 	Name() string
@@ -293,5 +292,26 @@ func killFor(ctx context.Context, hold time.Duration, ms ...*framework.Member) e
 // injects them.
 func faultList() []Fault {
 	cuts := 0
-	return []Fault{memberFreeze{}, leaderFreeze{}, peerCut{n: &cuts}, memberKill{leader: false}, memberKill{leader: true}, quorumLoss{}}
+	return []Fault{memberFreeze{}, leaderFreeze{}, peerCut{n: &cuts}, memberKill{leader: false}, memberKill{leader: true}, quorumLoss{},
+		&vanishedHost{}, &stopsReading{}}
+}
+
+// prepareFaults sets up the faults that need it (preparedFault) and
+// returns those that can run here, logging why the others cannot.
+func prepareFaults(ctx context.Context, e *Env, faults []Fault) ([]Fault, error) {
+	var out []Fault
+	for _, f := range faults {
+		if p, ok := f.(preparedFault); ok {
+			skip, err := p.prepare(ctx, e)
+			if err != nil {
+				return nil, fmt.Errorf("prepare %s: %w", f.Name(), err)
+			}
+			if skip != "" {
+				e.T.Logf("fault %s skipped: %s", f.Name(), skip)
+				continue
+			}
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }

@@ -73,6 +73,11 @@ func Run(t *testing.T, cfg RunConfig) {
 	}
 	defer w.close()
 	env := newEnv(t, c, hist)
+	faults, err := prepareFaults(ctx, env, cfg.Faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Faults = faults
 	obsClients, err := newObserverClients(c)
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +117,10 @@ func Run(t *testing.T, cfg RunConfig) {
 	}
 	t.Logf("losses: %s", losses(snap))
 	reportByFault(t, report, windows)
-	t.Logf("summary: target=%s engine=%s duration=%v operations=%d grants=%d writes=%d refusals=%d faults-injected=%d (%s) min-gap=%v (%s) max-silence=%v max-lock-wait=%v verdict=%s",
+	t.Logf("summary: target=%s engine=%s duration=%v operations=%d grants=%d writes=%d refusals=%d faults-injected=%d (%s) min-gap=%v (%s) max-silence=%v max-lock-wait=%v releases=[%s] verdict=%s",
 		c.Target(), framework.EngineName(), cfg.Duration, report.Calls, report.Grants, report.Writes, report.Refusals,
 		len(windows), countFaults(windows), report.MinGap.Round(time.Microsecond), report.MinGapAt,
-		report.MaxSilence.Round(time.Millisecond), report.MaxLockWait.Round(time.Millisecond), report.Verdict())
+		report.MaxSilence.Round(time.Millisecond), report.MaxLockWait.Round(time.Millisecond), strings.Join(report.Releases, " "), report.Verdict())
 }
 
 // inject runs the faults as cfg says and returns their windows.

@@ -228,40 +228,43 @@ func (c *httpContender) cycle(ctx context.Context, hist *History, rng *rand.Rand
 
 func (c *httpContender) close() { c.tr.CloseIdleConnections() }
 
-// callKey carries the Call a request belongs to, for answerTransport.
-type callKey struct{}
+// answerKey carries what answerTransport calls on every read of a
+// response body of the request's context.
+type answerKey struct{}
 
-type callRef struct {
-	hist *History
-	call *Call
+// withAnswers makes answerTransport call answer on every read of the
+// response bodies of requests made with ctx.
+func withAnswers(ctx context.Context, answer func()) context.Context {
+	return context.WithValue(ctx, answerKey{}, answer)
 }
 
+// withCall records every read as an answer of call.
 func withCall(ctx context.Context, hist *History, call *Call) context.Context {
-	return context.WithValue(ctx, callKey{}, callRef{hist, call})
+	return withAnswers(ctx, func() { hist.Answer(call) })
 }
 
-// answerTransport records every read of a response body as an answer of
-// the call in the request's context: the /lock stream's events and
-// heartbeats, which lockclient reads but does not show.
+// answerTransport reports every read of a response body (withAnswers):
+// the /lock stream's events and heartbeats, which lockclient reads but
+// does not show.
 type answerTransport struct{ base http.RoundTripper }
 
 func (t answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
-	if ref, ok := req.Context().Value(callKey{}).(callRef); ok && err == nil {
-		resp.Body = &answerBody{ReadCloser: resp.Body, ref: ref}
+	if answer, ok := req.Context().Value(answerKey{}).(func()); ok && err == nil {
+		resp.Body = &answerBody{ReadCloser: resp.Body, answer: answer}
 	}
 	return resp, err
 }
 
 type answerBody struct {
 	io.ReadCloser
-	ref callRef
+	answer func()
 }
 
 func (b *answerBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		b.ref.hist.Answer(b.ref.call)
+		b.answer()
 	}
 	return n, err
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ClientHost is a client machine a test can make vanish: a network
@@ -104,4 +105,36 @@ func (h *ClientHost) Vanish() error {
 		return fmt.Errorf("client host %s vanish: %w", h.ns, err)
 	}
 	return nil
+}
+
+// Reconnect puts a vanished client host back on the link, for the next
+// test that makes it vanish; connections that outlived the cut may then
+// hear the server's resets.
+func (h *ClientHost) Reconnect() error {
+	if err := runIP("-n", h.ns, "link", "set", h.nsIf, "up"); err != nil {
+		return fmt.Errorf("client host %s reconnect: %w", h.ns, err)
+	}
+	return nil
+}
+
+// ServeFrom restarts m with a second plain client URL on the link's host
+// address (a port of its own), kept across its later restarts, and
+// returns that URL: the client host reaches m there.
+func (h *ClientHost) ServeFrom(ctx context.Context, t testing.TB, m *Member) (string, error) {
+	t.Helper()
+	url := fmt.Sprintf("http://%s:%d", h.hostIP, ReservePorts(t, 1)[0])
+	args := m.Args()
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--listen-client-urls="); ok {
+			args[i] = "--listen-client-urls=" + v + "," + url
+		}
+	}
+	if _, err := m.Stop(10 * time.Second); err != nil {
+		return "", fmt.Errorf("stop %s to listen on %s: %w", m.Name(), url, err)
+	}
+	m.SetArgs(args)
+	if err := m.Restart(ctx); err != nil {
+		return "", fmt.Errorf("restart %s listening on %s: %w", m.Name(), url, err)
+	}
+	return url, nil
 }

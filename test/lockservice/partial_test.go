@@ -212,7 +212,10 @@ func TestLockServiceVanishedHost(t *testing.T) {
 		t.Skip("the member's client certificate does not name the client host link's address")
 	}
 	m := cluster.Member(0)
-	url := listenAlsoOn(ctx, t, m, host.HostIP())
+	url, err := host.ServeFrom(ctx, t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	exe, err := os.Executable()
 	if err != nil {
@@ -231,27 +234,6 @@ func TestLockServiceVanishedHost(t *testing.T) {
 	t.Logf("the waiter was granted the lock %v after the client host vanished", w.at.Sub(gone))
 	requireLostBeforeGrant(t, lost, w.at)
 	unlock(t, ctx, next)
-}
-
-// listenAlsoOn restarts m with a second plain client URL on ip (a port of
-// its own) and returns that URL.
-func listenAlsoOn(ctx context.Context, t *testing.T, m *framework.Member, ip string) string {
-	t.Helper()
-	url := fmt.Sprintf("http://%s:%d", ip, framework.ReservePorts(t, 1)[0])
-	args := m.Args()
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "--listen-client-urls="); ok {
-			args[i] = "--listen-client-urls=" + v + "," + url
-		}
-	}
-	if _, err := m.Stop(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	m.SetArgs(args)
-	if err := m.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return url
 }
 
 // childLost reports when the child holder (runChild) says it lost the

@@ -294,7 +294,12 @@ func (l *locker) Unlock(ctx context.Context, key string) error {
 	}
 	err := hl.h.Unlock(ctx)
 	if err != nil && !errors.Is(err, lock.ErrOwnershipLost) && !errors.Is(err, lock.ErrLockNotHeld) {
-		// A network error: the lock is still held; Unlock may be retried.
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// No answer within the request timeout: the handle gave the
+			// lock up (its key goes when the lease expires).
+			l.forget(key, hl)
+		}
+		// Otherwise the lock is still held; Unlock may be retried.
 		return fmt.Errorf("dlock: unlock %q: %w", key, err)
 	}
 	l.forget(key, hl)

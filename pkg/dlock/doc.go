@@ -17,8 +17,9 @@
 //
 //   - Lock waits in the key's FIFO queue until it holds the lock or ctx
 //     ends; transient failures (lost connection, no leader, a lease lost
-//     while waiting) are retried every RetryInterval. It does not poll: a
-//     release wakes exactly the next waiter.
+//     while waiting) are retried every RetryInterval, for at most the
+//     request timeout (7 s) at a stretch without a place in the queue. It
+//     does not poll: a release wakes exactly the next waiter.
 //   - TryLock returns (false, nil) when another owner holds the key.
 //   - Within one Locker a key is held at most once: Lock or TryLock of a
 //     key it holds fails with ErrLockAlreadyHeld instead of deadlocking.
@@ -45,7 +46,9 @@
 //     that refuses smaller tokens than it has seen is safe from a holder
 //     that kept working past its deadline.
 //   - Unlock deletes the key only if it is still this holder's; it returns
-//     ErrLockNotHeld for a key this Locker does not hold.
+//     ErrLockNotHeld for a key this Locker does not hold. When the member
+//     does not answer within the request timeout (7 s) Unlock fails, the
+//     key is forgotten and its lease, no longer renewed, expires.
 //   - Close stops every watchdog and releases every lock still held; the
 //     Locker refuses further calls with ErrClosed.
 //

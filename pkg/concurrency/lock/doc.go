@@ -69,9 +69,23 @@
 // renewed in the background from the moment the contender joins the queue
 // until Unlock, unless WithManualRenewal is given, in which case renewal
 // stops once the lock is held and the holder calls Renew itself; a holder
-// that forgets loses the lock at the deadline of its last renewal. Lock retries
-// transient failures (lost connection, no leader, a lease lost while
-// waiting) every retry interval until its context ends.
+// that forgets loses the lock at the deadline of its last renewal.
+//
+// # Request timeout
+//
+// Every request a lock makes on its caller's behalf is bounded by the
+// request timeout (WithRequestTimeout, Config.RequestTimeout; 7 s,
+// etcd's default, unless set), so a call through a member that cannot
+// answer (frozen, cut off from its peers) fails within it rather than
+// after gRPC's keepalive gives the connection up. Lock retries transient
+// failures (lost connection, no leader, a lease lost while waiting)
+// every retry interval, but spends at most the request timeout without a
+// place in the queue at a stretch, counted from the call's start or from
+// the moment a waiter lost its place; past it, Lock fails with an error
+// wrapping context.DeadlineExceeded. Only the wait in line, behind
+// holders, is bounded by the caller's context alone. An Unlock the
+// member does not answer within the request timeout gives the lock up:
+// renewal stops and the key goes when the lease expires.
 //
 // Unlock checks ownership: it deletes the key only if it is still the one
 // this holder created, and reports ErrOwnershipLost when it was not (the

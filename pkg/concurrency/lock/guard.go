@@ -35,6 +35,8 @@ func (g Guard) Do(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnRespons
 	if err := h.Err(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, h.reqTimeout)
+	defer cancel()
 	resp, err := h.client.Txn(ctx).If(g.Cmp()).Then(ops...).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("lock %q: guarded write: %w", h.name, err)

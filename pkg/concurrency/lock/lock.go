@@ -22,7 +22,8 @@ type Lock struct {
 	queuePrefix string // locker prefix + name + "/"
 	key         string // queuePrefix + hex(lease)
 	lease       clientv3.LeaseID
-	token       int64 // create revision of key, set once the key exists
+	token       int64         // create revision of key, set once the key exists
+	reqTimeout  time.Duration // bounds each request made for the caller
 
 	// renewer renews the lease and ends at the holder deadline: the send
 	// time of the last confirmed renewal plus TTL·(1 − 2ρ) − lock delay.
@@ -65,6 +66,7 @@ func (l *Locker) newLock(name string, lease clientv3.LeaseID, ttl time.Duration,
 		queuePrefix: queuePrefix,
 		key:         fmt.Sprintf("%s%x", queuePrefix, int64(lease)),
 		lease:       lease,
+		reqTimeout:  o.reqTimeout,
 		renewer:     renewer,
 		monitorDone: make(chan struct{}),
 		lost:        make(chan struct{}),
@@ -95,7 +97,7 @@ func (h *Lock) abandon() {
 	}
 	h.renewer.Stop()
 	h.cancelHold(ErrLockNotHeld)
-	h.locker.revoke(context.Background(), h.lease)
+	h.locker.revoke(context.Background(), h.lease, h.reqTimeout)
 }
 
 // Name is the lock's name.
@@ -176,6 +178,8 @@ func (h *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := h.Err(); err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, h.reqTimeout)
+	defer cancel()
 	resp, err := h.client.TimeToLive(ctx, h.lease)
 	if err != nil {
 		return 0, fmt.Errorf("lock %q: time to live: %w", h.name, err)
@@ -198,6 +202,8 @@ func (h *Lock) Renew(ctx context.Context) error {
 	if err := h.Err(); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, h.reqTimeout)
+	defer cancel()
 	err := h.renewer.RenewOnce(ctx)
 	switch {
 	case errors.Is(err, renewal.ErrLeaseGone):
@@ -220,8 +226,17 @@ const deadlineCause = "the holder deadline passed: no renewal was confirmed with
 // (the lock expired; another owner may hold it now) or when the lock had
 // been lost before (its deadline passed: the key is deleted all the same,
 // so the next waiter need not wait for the lease to expire), and
-// ErrLockNotHeld when the handle was already released. After a network
-// error the handle still holds the lock and Unlock may be retried.
+// ErrLockNotHeld when the handle was already released.
+//
+// Unlock returns within the request timeout (WithRequestTimeout). When
+// the member does not answer within it, Unlock gives the lock up
+// unreleased: it stops renewing the lease, releases the handle (a later
+// Unlock returns ErrLockNotHeld) and returns an error wrapping
+// context.DeadlineExceeded; the key then goes when the lease expires,
+// within a TTL, instead of being kept alive behind a caller that has
+// moved on. After any other error (the member answered with one, or ctx
+// ended first) the handle still holds the lock and Unlock may be
+// retried.
 func (h *Lock) Unlock(ctx context.Context) error {
 	h.unlockMu.Lock()
 	defer h.unlockMu.Unlock()
@@ -231,7 +246,16 @@ func (h *Lock) Unlock(ctx context.Context) error {
 	// Read before the delete: the monitor may see this very delete and
 	// call it a loss before it is stopped.
 	lostBefore := h.Err()
-	resp, err := h.client.Txn(ctx).If(h.ownerCmp()).Then(clientv3.OpDelete(h.key)).Commit()
+	reqCtx, cancel := context.WithTimeout(ctx, h.reqTimeout)
+	defer cancel()
+	resp, err := h.client.Txn(reqCtx).If(h.ownerCmp()).Then(clientv3.OpDelete(h.key)).Commit()
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		h.release()
+		// The member may answer again before the lease expires.
+		go h.locker.revoke(ctx, h.lease, h.reqTimeout)
+		return fmt.Errorf("lock %q: unlock: no answer within the request timeout (%v), renewal stopped: the key goes when its lease expires: %w",
+			h.name, h.reqTimeout, err)
+	}
 	if err != nil {
 		return fmt.Errorf("lock %q: unlock: %w", h.name, err)
 	}
@@ -239,14 +263,24 @@ func (h *Lock) Unlock(ctx context.Context) error {
 		h.markLost("the key was gone or replaced at unlock")
 		lostBefore = h.lostErr
 	}
+	h.release()
+	// Bounded by what the request timeout left: the key is gone, an
+	// unrevoked lease only expires.
+	if deadline, ok := reqCtx.Deadline(); ok {
+		h.locker.revoke(ctx, h.lease, time.Until(deadline))
+	}
+	return lostBefore
+}
+
+// release ends the handle: no more renewals, no more loss reports, and
+// the Locker forgets it. The lease is left to the caller.
+func (h *Lock) release() {
 	h.released.Store(true)
 	h.locker.forget(h)
 	h.stopMonitor()
 	<-h.monitorDone
 	h.renewer.Stop()
 	h.cancelHold(ErrLockNotHeld)
-	h.locker.revoke(ctx, h.lease)
-	return lostBefore
 }
 
 // ownerCmp holds while the holder's key exists with its original create

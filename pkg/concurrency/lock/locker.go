@@ -43,8 +43,15 @@ const (
 	DefaultTTL = 10 * time.Second
 	// DefaultRetryInterval spaces Lock's attempts after transient errors.
 	DefaultRetryInterval = 200 * time.Millisecond
-	// cleanupTimeout bounds the revoke that removes an abandoned attempt's
-	// key; if it times out the lease expires on its own.
+	// DefaultRequestTimeout bounds each request a lock makes on its
+	// caller's behalf unless Config.RequestTimeout or WithRequestTimeout
+	// says otherwise. It is etcd's default request timeout: a call
+	// through a member that cannot answer (frozen, cut off from its
+	// peers) fails within it instead of waiting for gRPC's keepalive or
+	// the caller's context.
+	DefaultRequestTimeout = 7 * time.Second
+	// cleanupTimeout bounds the background read of a held key when its
+	// watch ended without an answer.
 	cleanupTimeout = 5 * time.Second
 )
 
@@ -63,6 +70,9 @@ type Config struct {
 	// LockDelay is the default lock delay D (see WithLockDelay); 0 means
 	// one second, capped at a quarter of the lock's TTL.
 	LockDelay time.Duration
+	// RequestTimeout is the default request timeout (see
+	// WithRequestTimeout); 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// Logger receives retries and losses; nil discards them.
 	Logger *slog.Logger
 }
@@ -75,6 +85,7 @@ type Locker struct {
 	ttl           time.Duration
 	retryInterval time.Duration
 	lockDelay     time.Duration
+	reqTimeout    time.Duration
 	log           *slog.Logger
 
 	mu   sync.Mutex
@@ -86,8 +97,9 @@ func NewLocker(cfg Config) (*Locker, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("lock: Config.Client is required")
 	}
-	if cfg.TTL < 0 || cfg.RetryInterval < 0 || cfg.LockDelay < 0 {
-		return nil, fmt.Errorf("lock: negative TTL %v, retry interval %v or lock delay %v", cfg.TTL, cfg.RetryInterval, cfg.LockDelay)
+	if cfg.TTL < 0 || cfg.RetryInterval < 0 || cfg.LockDelay < 0 || cfg.RequestTimeout < 0 {
+		return nil, fmt.Errorf("lock: negative TTL %v, retry interval %v, lock delay %v or request timeout %v",
+			cfg.TTL, cfg.RetryInterval, cfg.LockDelay, cfg.RequestTimeout)
 	}
 	l := &Locker{
 		client:        cfg.Client,
@@ -95,6 +107,7 @@ func NewLocker(cfg Config) (*Locker, error) {
 		ttl:           cmpOr(cfg.TTL, DefaultTTL),
 		retryInterval: cmpOr(cfg.RetryInterval, DefaultRetryInterval),
 		lockDelay:     cfg.LockDelay,
+		reqTimeout:    cmpOr(cfg.RequestTimeout, DefaultRequestTimeout),
 		log:           cfg.Logger,
 		held:          make(map[string]*Lock),
 	}
@@ -120,6 +133,7 @@ type options struct {
 	manualRenewal bool
 	owner         string
 	lockDelay     time.Duration // 0: the default for the granted TTL
+	reqTimeout    time.Duration
 }
 
 // WithTTL sets this lock's lease TTL (rounded up to whole seconds).
@@ -135,6 +149,15 @@ func WithRetryInterval(d time.Duration) Option { return func(o *options) { o.ret
 // lock at once whatever D is.
 func WithLockDelay(d time.Duration) Option { return func(o *options) { o.lockDelay = d } }
 
+// WithRequestTimeout bounds each request the lock makes on the caller's
+// behalf (Lock's and TryLock's, and those of the handle they return:
+// Unlock, Renew, TTL, Guard.Do), and Lock's time without a place in the
+// queue, to d. A member that cannot answer makes the call fail within d
+// instead of leaving the caller waiting for gRPC's keepalive or its own
+// context. The default is Config.RequestTimeout, else
+// DefaultRequestTimeout.
+func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.reqTimeout = d } }
+
 // WithManualRenewal stops background renewal once the lock is held: the
 // holder must call Renew at least once per TTL or lose the lock.
 func WithManualRenewal() Option { return func(o *options) { o.manualRenewal = true } }
@@ -144,9 +167,20 @@ func WithManualRenewal() Option { return func(o *options) { o.manualRenewal = tr
 func WithOwner(owner string) Option { return func(o *options) { o.owner = owner } }
 
 // Lock acquires the lock called name, waiting in FIFO order behind earlier
-// contenders until ctx ends. Transient errors are retried every retry
-// interval. ctx bounds only the acquisition; the lock is held until Unlock
-// or until it is lost.
+// contenders until ctx ends. ctx bounds only the acquisition; the lock is
+// held until Unlock or until it is lost.
+//
+// Waiting in the queue is bounded only by ctx: a contender whose key is
+// in line may wait behind a holder as long as it holds. Everything else
+// is bounded by the request timeout (WithRequestTimeout): each request,
+// and each stretch without a place in the queue, from the call's start
+// or from the moment a waiter lost its place (its own lease's deadline
+// passed, its watch was lost). Transient errors are retried every retry
+// interval within that stretch; when the stretch reaches the request
+// timeout, Lock fails with an error wrapping context.DeadlineExceeded
+// (and the last attempt's error) rather than go on retrying silently
+// through a member that cannot answer. The caller decides whether to
+// call again, perhaps through another member.
 func (l *Locker) Lock(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	return l.acquire(ctx, name, true, opts)
 }
@@ -161,12 +195,13 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Opt
 	if name == "" || strings.Contains(name, "\x00") {
 		return nil, fmt.Errorf("lock: invalid name %q", name)
 	}
-	o := options{ttl: l.ttl, retryInterval: l.retryInterval, lockDelay: l.lockDelay}
+	o := options{ttl: l.ttl, retryInterval: l.retryInterval, lockDelay: l.lockDelay, reqTimeout: l.reqTimeout}
 	for _, apply := range opts {
 		apply(&o)
 	}
-	if o.ttl <= 0 || o.retryInterval <= 0 {
-		return nil, fmt.Errorf("lock %q: TTL %v and retry interval %v must be positive", name, o.ttl, o.retryInterval)
+	if o.ttl <= 0 || o.retryInterval <= 0 || o.reqTimeout <= 0 {
+		return nil, fmt.Errorf("lock %q: TTL %v, retry interval %v and request timeout %v must be positive",
+			name, o.ttl, o.retryInterval, o.reqTimeout)
 	}
 	if o.lockDelay != 0 {
 		if err := renewal.CheckLockDelay(o.ttl, o.lockDelay); err != nil {
@@ -176,14 +211,28 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Opt
 	if l.holding(name) {
 		return nil, fmt.Errorf("lock %q: %w", name, ErrLockAlreadyHeld)
 	}
+	unplaced := time.Now() // since when the contender has had no place in the queue
 	for {
-		h, err := l.attempt(ctx, name, wait, o)
+		h, lostAt, err := l.attempt(ctx, name, wait, unplaced.Add(o.reqTimeout), o)
 		if err == nil {
 			l.register(h)
 			return h, nil
 		}
-		if errors.Is(err, ErrLocked) || ctx.Err() != nil || !retryable(err) {
+		if !lostAt.IsZero() {
+			unplaced = lostAt
+		}
+		if errors.Is(err, ErrLocked) || ctx.Err() != nil {
 			return nil, fmt.Errorf("lock %q: %w", name, err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("lock %q: no answer within the request timeout (%v): %w", name, o.reqTimeout, err)
+		}
+		if !retryable(err) {
+			return nil, fmt.Errorf("lock %q: %w", name, err)
+		}
+		if !time.Now().Add(o.retryInterval).Before(unplaced.Add(o.reqTimeout)) {
+			return nil, fmt.Errorf("lock %q: no place in the queue within the request timeout (%v): %w (last attempt: %w)",
+				name, o.reqTimeout, context.DeadlineExceeded, err)
 		}
 		l.log.Warn("lock attempt failed, retrying", "lock", name, "retry-in", o.retryInterval, "error", err)
 		retry := time.NewTimer(o.retryInterval)
@@ -196,49 +245,58 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Opt
 	}
 }
 
-// attempt is one try: a fresh lease, a place in the queue, and (if wait)
-// the wait for everyone ahead to leave.
-func (l *Locker) attempt(ctx context.Context, name string, wait bool, o options) (*Lock, error) {
+// attempt is one try: a fresh lease and a place in the queue, both by
+// joinBy, and (if wait) the wait for everyone ahead to leave. When it
+// fails after the contender had a place, lostAt is when it gave the
+// place up (before the cleanup, which may itself wait on the member).
+func (l *Locker) attempt(ctx context.Context, name string, wait bool, joinBy time.Time, o options) (h *Lock, lostAt time.Time, err error) {
 	ttlSeconds := int64(math.Ceil(o.ttl.Seconds()))
+	joinCtx, cancel := context.WithDeadline(ctx, joinBy)
+	defer cancel()
 	// The lease lives at least a TTL from the moment the leader grants
 	// it, which is after this.
 	sent := time.Now()
-	grant, err := l.client.Grant(ctx, ttlSeconds)
+	grant, err := l.client.Grant(joinCtx, ttlSeconds)
 	if err != nil {
-		return nil, fmt.Errorf("grant lease: %w", err)
+		return nil, time.Time{}, fmt.Errorf("grant lease: %w", err)
 	}
-	h, err := l.newLock(name, grant.ID, time.Duration(grant.TTL)*time.Second, sent, o)
+	h, err = l.newLock(name, grant.ID, time.Duration(grant.TTL)*time.Second, sent, o)
 	if err != nil {
-		l.revoke(ctx, grant.ID)
-		return nil, err
+		l.revoke(ctx, grant.ID, o.reqTimeout)
+		return nil, time.Time{}, err
 	}
-	pos, err := queue.Join(ctx, l.client, h.queuePrefix, h.key, o.owner, grant.ID)
+	pos, err := queue.Join(joinCtx, l.client, h.queuePrefix, h.key, o.owner, grant.ID)
 	if err != nil {
 		h.abandon()
-		return nil, fmt.Errorf("join queue: %w", err)
+		return nil, time.Time{}, fmt.Errorf("join queue: %w", err)
 	}
 	h.token = pos.Rev
-	if !pos.Head {
-		if !wait {
-			h.abandon()
-			return nil, ErrLocked
-		}
-		if err := h.await(ctx, pos.Rev); err != nil {
-			h.abandon()
-			return nil, err
-		}
-		own, err := l.client.Get(ctx, h.key)
-		if err != nil {
-			h.abandon()
-			return nil, fmt.Errorf("confirm ownership: %w", err)
-		}
-		if len(own.Kvs) == 0 || own.Kvs[0].CreateRevision != h.token || h.renewer.Err() != nil {
-			h.abandon()
-			return nil, errKeyLostWhileWaiting
-		}
+	if pos.Head {
+		h.held(o.manualRenewal)
+		return h, time.Time{}, nil
+	}
+	giveUp := func(err error) (*Lock, time.Time, error) {
+		at := time.Now()
+		h.abandon()
+		return nil, at, err
+	}
+	if !wait {
+		return giveUp(ErrLocked)
+	}
+	if err := h.await(ctx, pos.Rev); err != nil {
+		return giveUp(err)
+	}
+	confirmCtx, cancelConfirm := context.WithTimeout(ctx, o.reqTimeout)
+	defer cancelConfirm()
+	own, err := l.client.Get(confirmCtx, h.key)
+	if err != nil {
+		return giveUp(fmt.Errorf("confirm ownership: %w", err))
+	}
+	if len(own.Kvs) == 0 || own.Kvs[0].CreateRevision != h.token || h.renewer.Err() != nil {
+		return giveUp(errKeyLostWhileWaiting)
 	}
 	h.held(o.manualRenewal)
-	return h, nil
+	return h, time.Time{}, nil
 }
 
 // await waits in the queue for everyone ahead of rev to leave. A
@@ -266,10 +324,10 @@ func (h *Lock) await(ctx context.Context, rev int64) error {
 }
 
 // revoke removes a lease (and with it the attempt's key) on a context that
-// survives the caller's cancellation, bounded so a dead server cannot hang
-// the caller: an unrevoked lease simply expires.
-func (l *Locker) revoke(ctx context.Context, id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+// survives the caller's cancellation, bounded by timeout so a dead server
+// cannot hang the caller: an unrevoked lease simply expires.
+func (l *Locker) revoke(ctx context.Context, id clientv3.LeaseID, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if _, err := l.client.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		l.log.Debug("revoke lock lease failed; it will expire", "lease", fmt.Sprintf("%x", int64(id)), "error", err)

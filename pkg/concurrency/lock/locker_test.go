@@ -54,8 +54,11 @@ func TestConfigAndArgumentValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.ttl != DefaultTTL || l.retryInterval != DefaultRetryInterval {
-		t.Errorf("defaults = %v, %v", l.ttl, l.retryInterval)
+	if l.ttl != DefaultTTL || l.retryInterval != DefaultRetryInterval || l.reqTimeout != DefaultRequestTimeout {
+		t.Errorf("defaults = %v, %v, %v", l.ttl, l.retryInterval, l.reqTimeout)
+	}
+	if _, err := NewLocker(Config{Client: cli, RequestTimeout: -1}); err == nil {
+		t.Error("NewLocker with a negative request timeout succeeded")
 	}
 	ctx := context.Background()
 	for _, name := range []string{"", "a\x00b"} {

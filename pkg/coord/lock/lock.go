@@ -153,6 +153,11 @@ func (l *heldLock) Unlock(ctx context.Context) error {
 		l.ended()
 		return fmt.Errorf("unlock %s: %w: %w", l.h.Key(), ErrLockExpired, err)
 	case err != nil:
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// No answer within the request timeout: the handle gave the
+			// lock up (its key goes when the lease expires).
+			l.ended()
+		}
 		return err
 	}
 	l.ended()

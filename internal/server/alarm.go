@@ -198,7 +198,7 @@ func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespon
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.AlarmResponse), nil
+	return res.Resp.(*pb.AlarmResponse), nil
 }
 
 // Alarms lists the active alarms as this member last applied them (for

@@ -14,18 +14,13 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
+	"github.com/metastore-io/metastore/internal/statemachine"
 	"github.com/metastore-io/metastore/internal/watch"
 )
 
-// applyResult is what a proposer receives once its entry is applied.
-type applyResult struct {
-	resp any // *pb.PutResponse, *pb.TxnResponse, ...
-	err  error
-}
-
 type pendingResult struct {
 	id  uint64
-	res applyResult
+	res statemachine.Result
 	// afterAlarm holds the answer back until this member's NOSPACE alarm
 	// is raised, so the client that hit the quota sees the alarm (etcd).
 	afterAlarm bool
@@ -75,9 +70,9 @@ type applyDeps struct {
 	ops       *opsMetrics
 	metrics   *serverMetrics
 	wait      *waitRegistry
-	applied   *watermark // the applied raft index
-	compacted *watermark // the finished compaction revision
-	notices   *applyNotices
+	applied   *statemachine.Watermark // the applied raft index
+	compacted *statemachine.Watermark // the finished compaction revision
+	notices   *statemachine.Notices
 	// peersChanged brings the transport and the member's own standing
 	// in line with the member list (Server.syncPeers); fatal stops the
 	// member (Server.fatal). Both use only parts built before the
@@ -106,7 +101,7 @@ func (a *applier) IdleWork() (bool, error) {
 	if _, err := a.kv.Commit(); err != nil {
 		return false, fmt.Errorf("commit a compaction step: %w", err)
 	}
-	noteCompaction(a.kv, a.compacted)
+	statemachine.NoteCompaction(a.kv, a.compacted)
 	return a.kv.Compacting(), nil
 }
 
@@ -142,7 +137,7 @@ func (a *applier) Apply(entries []raftpb.Entry) error {
 	if err != nil {
 		// The store can no longer follow the log; continuing would diverge.
 		for _, r := range a.results {
-			a.wait.Trigger(r.id, applyResult{err: ErrStopped})
+			a.wait.Trigger(r.id, statemachine.Result{Err: ErrStopped})
 		}
 		a.results = a.results[:0]
 		return fmt.Errorf("commit applied entries to the store: %w", err)
@@ -151,14 +146,14 @@ func (a *applier) Apply(entries []raftpb.Entry) error {
 		// Never blocks on watchers.
 		a.hub.Publish(kv.Rev(), events)
 	}
-	noteCompaction(kv, a.compacted)
+	statemachine.NoteCompaction(kv, a.compacted)
 	if n := len(entries); n > 0 {
-		a.applied.advance(entries[n-1].Index)
+		a.applied.Advance(entries[n-1].Index)
 	}
-	var held []pendingResult
+	var held []statemachine.Pending
 	for _, r := range a.results {
 		if r.afterAlarm && a.raiseNoSpace {
-			held = append(held, r)
+			held = append(held, statemachine.Pending{ID: r.id, Result: r.res})
 			continue
 		}
 		a.wait.Trigger(r.id, r.res)
@@ -167,7 +162,7 @@ func (a *applier) Apply(entries []raftpb.Entry) error {
 	a.results = a.results[:0]
 	if a.raiseNoSpace {
 		a.raiseNoSpace = false
-		a.notices.post(applyNotice{kind: noticeNoSpace, held: held}) // quota.go
+		a.notices.Post(statemachine.Notice{Kind: statemachine.NoticeNoSpace, Held: held}) // quota.go
 	}
 	if a.membersChanged {
 		a.membersChanged = false
@@ -182,7 +177,7 @@ func (a *applier) applyNormal(e *raftpb.Entry) {
 		if a.leases.leaderEntryApplied(e.Term) && a.cluster.Version() == "" {
 			// Leading, the first entry of the term applied, and no
 			// cluster version recorded yet (clusterversion.go).
-			a.notices.post(applyNotice{kind: noticeClusterVersion, term: e.Term})
+			a.notices.Post(statemachine.Notice{Kind: statemachine.NoticeClusterVersion, Term: e.Term})
 		}
 		return
 	}
@@ -195,7 +190,7 @@ func (a *applier) applyNormal(e *raftpb.Entry) {
 	start := time.Now()
 	res, raise := a.applyRequest(&req, e.Index)
 	// Wall-clock time only feeds metrics, never the state.
-	a.metrics.observeApply(a.log, applyOpOf(&req), res.err, time.Since(start))
+	a.metrics.observeApply(a.log, applyOpOf(&req), res.Err, time.Since(start))
 	a.raiseNoSpace = a.raiseNoSpace || raise
 	if req.Header != nil && req.Header.ID != 0 {
 		a.results = append(a.results, pendingResult{id: req.Header.ID, res: res, afterAlarm: raise})
@@ -206,9 +201,9 @@ func (a *applier) applyNormal(e *raftpb.Entry) {
 // gates (corrupt, capped), then the request, then the quota check; raise
 // reports that the request exceeded the quota and this member must raise
 // its NOSPACE alarm.
-func (a *applier) applyRequest(req *pb.InternalRaftRequest, index uint64) (res applyResult, raise bool) {
+func (a *applier) applyRequest(req *pb.InternalRaftRequest, index uint64) (res statemachine.Result, raise bool) {
 	if err := a.alarmGate(req); err != nil {
-		return applyResult{err: err}, false
+		return statemachine.Result{Err: err}, false
 	}
 	fits := true
 	if q := quotaRequest(req); q != nil {
@@ -218,41 +213,41 @@ func (a *applier) applyRequest(req *pb.InternalRaftRequest, index uint64) (res a
 	return res, a.noSpaceAfterApply(req, fits, &res)
 }
 
-func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) applyResult {
+func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) statemachine.Result {
 	kv := a.kv
 	ai := entryAuthInfo(req)
 	if err := a.authorize(req, &ai); err != nil { // apply_auth.go
-		return applyResult{err: err}
+		return statemachine.Result{Err: err}
 	}
 	if isAuthRequest(req) {
 		return a.applyAuth(req, index)
 	}
-	var res applyResult
+	var res statemachine.Result
 	switch {
 	case req.Put != nil:
-		res.resp, res.err = kv.Put(req.Put)
+		res.Resp, res.Err = kv.Put(req.Put)
 	case req.DeleteRange != nil:
-		res.resp, res.err = kv.DeleteRange(req.DeleteRange)
+		res.Resp, res.Err = kv.DeleteRange(req.DeleteRange)
 	case req.Txn != nil:
-		res.resp, res.err = kv.Txn(req.Txn)
+		res.Resp, res.Err = kv.Txn(req.Txn)
 	case req.LeaseGrant != nil:
-		res.resp, res.err = a.leases.applyGrant(kv, req.LeaseGrant)
+		res.Resp, res.Err = a.leases.applyGrant(kv, req.LeaseGrant)
 	case req.LeaseRevoke != nil:
-		res.resp, res.err = a.leases.applyRevoke(kv, req.LeaseRevoke)
+		res.Resp, res.Err = a.leases.applyRevoke(kv, req.LeaseRevoke)
 	case req.LeaseCheckpoint != nil:
-		res.resp, res.err = a.leases.applyCheckpoint(kv, req.LeaseCheckpoint)
+		res.Resp, res.Err = a.leases.applyCheckpoint(kv, req.LeaseCheckpoint)
 	case req.Compaction != nil:
-		res.resp, res.err = kv.Compact(req.Compaction.Revision)
+		res.Resp, res.Err = kv.Compact(req.Compaction.Revision)
 	case req.Alarm != nil:
-		res.resp, res.err = a.applyAlarm(req.Alarm)
+		res.Resp, res.Err = a.applyAlarm(req.Alarm)
 	case req.ClusterMemberAttrSet != nil:
 		a.cluster.SetAttributes(kv, req.ClusterMemberAttrSet.Member_ID, req.ClusterMemberAttrSet.MemberAttributes)
-		res.resp = &membershippb.ClusterMemberAttrSetRequest{}
+		res.Resp = &membershippb.ClusterMemberAttrSetRequest{}
 	case req.ClusterVersionSet != nil:
 		a.cluster.SetVersion(kv, req.ClusterVersionSet.Ver)
-		res.resp = &membershippb.ClusterVersionSetRequest{}
+		res.Resp = &membershippb.ClusterVersionSetRequest{}
 	default:
-		res.err = ErrNotImplementedOp
+		res.Err = ErrNotImplementedOp
 	}
 	return res
 }
@@ -271,7 +266,7 @@ func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
 	// The revision jumped: watchers catch up on what they missed from the
 	// restored store.
 	a.hub.Publish(kv.Rev(), nil)
-	noteCompaction(kv, a.compacted)
+	statemachine.NoteCompaction(kv, a.compacted)
 	if err := a.auth.Reload(kv); err != nil {
 		return fmt.Errorf("reload users and roles from snapshot at index %d: %w", meta.Index, err)
 	}

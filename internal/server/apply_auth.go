@@ -5,6 +5,7 @@ import (
 
 	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/raftnode"
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 // The state machine's side of authorisation (etcd's authApplierV3). The
@@ -71,7 +72,7 @@ func isAuthRequest(r *pb.InternalRaftRequest) bool {
 
 // applyAuth applies an Auth service request; index is the entry's raft
 // index (part of a simple token).
-func (a *applier) applyAuth(req *pb.InternalRaftRequest, index uint64) applyResult {
+func (a *applier) applyAuth(req *pb.InternalRaftRequest, index uint64) statemachine.Result {
 	as, w := a.auth, a.kv
 	hdr := &pb.ResponseHeader{}
 	var resp any
@@ -136,7 +137,7 @@ func (a *applier) applyAuth(req *pb.InternalRaftRequest, index uint64) applyResu
 		resp = &pb.AuthRoleDeleteResponse{Header: hdr}
 	}
 	if err != nil {
-		return applyResult{err: err}
+		return statemachine.Result{Err: err}
 	}
-	return applyResult{resp: resp}
+	return statemachine.Result{Resp: resp}
 }

@@ -65,7 +65,7 @@ func proposeAuth[T any](s *Server, ctx context.Context, req *pb.InternalRaftRequ
 	if err != nil {
 		return zero, err
 	}
-	return res.resp.(T), nil
+	return res.Resp.(T), nil
 }
 
 // AuthEnable turns authentication on.

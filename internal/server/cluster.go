@@ -300,11 +300,11 @@ func (s *Server) configure(ctx context.Context, cc raftpb.ConfChange) ([]*member
 	}
 	select {
 	case res := <-ch:
-		if res.err != nil {
-			return nil, res.err
+		if res.Err != nil {
+			return nil, res.Err
 		}
 		s.log.Info("applied a configuration change through raft", "type", cc.Type.String(), "node", fmt.Sprintf("%x", cc.NodeID))
-		return res.resp.([]*membershippb.Member), nil
+		return res.Resp.([]*membershippb.Member), nil
 	case <-cctx.Done():
 		s.wait.Cancel(cc.ID)
 		return nil, s.proposeError(ctx, cctx, cctx.Err(), start)

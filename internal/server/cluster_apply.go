@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 // vetoBucket is the store's auxiliary bucket
@@ -80,9 +81,9 @@ func (a *applier) applyConfChange(e *raftpb.Entry) {
 			"index", e.Index, "error", err)
 	}
 	if proposal != 0 {
-		res := applyResult{resp: a.cluster.Members()}
+		res := statemachine.Result{Resp: a.cluster.Members()}
 		if err != nil {
-			res = applyResult{err: err}
+			res = statemachine.Result{Err: err}
 		}
 		a.results = append(a.results, pendingResult{id: proposal, res: res})
 	}

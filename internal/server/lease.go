@@ -14,6 +14,7 @@ import (
 	"github.com/metastore-io/metastore/internal/clockfault"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lease"
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 // leaseRetryInterval paces the retries of a keep-alive or time-to-live
@@ -45,7 +46,7 @@ type memberLeases struct {
 // Renew, which only request paths call, and they are served once raft
 // runs.
 type leaseRaft interface {
-	propose(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error)
+	propose(ctx context.Context, req *pb.InternalRaftRequest) (statemachine.Result, error)
 	readIndex(ctx context.Context) error
 }
 
@@ -214,7 +215,7 @@ func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.L
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.LeaseGrantResponse), nil
+	return res.Resp.(*pb.LeaseGrantResponse), nil
 }
 
 // LeaseRevoke revokes a lease and deletes its keys through Raft.
@@ -223,7 +224,7 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.LeaseRevokeResponse), nil
+	return res.Resp.(*pb.LeaseRevokeResponse), nil
 }
 
 // LeaseRenew is one keep-alive, answered by the leader's clock

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 const (
@@ -120,11 +122,11 @@ func (s *Server) checkQuota(ctx context.Context, req any) error {
 // member that has no NOSPACE alarm yet raises its own. Sizes differ
 // between members, so only responses and alarm proposals depend on
 // this, never the applied state.
-func (a *applier) noSpaceAfterApply(req *pb.InternalRaftRequest, fits bool, res *applyResult) (raise bool) {
-	if fits || res.err != nil {
+func (a *applier) noSpaceAfterApply(req *pb.InternalRaftRequest, fits bool, res *statemachine.Result) (raise bool) {
+	if fits || res.Err != nil {
 		return false
 	}
-	res.err = ErrNoSpace
+	res.Err = ErrNoSpace
 	if a.alarms.has(pb.AlarmType_NOSPACE) {
 		return false
 	}
@@ -189,11 +191,11 @@ func humanBytes(n int64) string {
 
 // raiseNoSpaceThenAnswer raises this member's NOSPACE alarm through Raft,
 // then answers the proposers whose requests exceeded the quota.
-func (s *Server) raiseNoSpaceThenAnswer(held []pendingResult) {
+func (s *Server) raiseNoSpaceThenAnswer(held []statemachine.Pending) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.reqTimeout)
 	s.raiseAlarm(ctx, s.id, pb.AlarmType_NOSPACE)
 	cancel()
 	for _, r := range held {
-		s.wait.Trigger(r.id, r.res)
+		s.wait.Trigger(r.ID, r.Result)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memlimit"
 	"github.com/metastore-io/metastore/internal/raftnode"
+	"github.com/metastore-io/metastore/internal/statemachine"
 	"github.com/metastore-io/metastore/internal/transport"
 	"github.com/metastore-io/metastore/internal/watch"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
@@ -168,12 +169,12 @@ type Server struct {
 	hub      *watch.Hub // delivers committed events to watchers
 	// notices are what apply leaves for the member to do through raft
 	// (notices.go).
-	notices *applyNotices
-	auth    *auth.Store // users, roles, tokens; replicated in the store's auth bucket
-	applied watermark   // the applied raft index
+	notices *statemachine.Notices
+	auth    *auth.Store            // users, roles, tokens; replicated in the store's auth bucket
+	applied statemachine.Watermark // the applied raft index
 	// compacted is the store's finished compaction revision (the last
 	// one whose old revisions are all deleted), for physical compactions.
-	compacted watermark
+	compacted statemachine.Watermark
 	// transport carries raft traffic and forwarded requests to the other
 	// members; peers is what it has been told about them (apply goroutine).
 	transport *transport.Transport
@@ -282,7 +283,7 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 		removed:    make(chan struct{}),
 		peers:      newPeerSet(who.memberID),
 		alarms:     newAlarmStore(),
-		notices:    newApplyNotices(),
+		notices:    statemachine.NewNotices(),
 
 		defragLogEvery: defragProgressInterval,
 	}
@@ -325,7 +326,7 @@ func (s *Server) openStore() error {
 	s.ops.alarmsChanged(s.alarms.get(pb.AlarmType_NONE))
 	authOpts := cfg.Auth
 	authOpts.Logger = cfg.Logger.With("component", "auth")
-	authOpts.WaitApplied = s.applied.wait
+	authOpts.WaitApplied = s.applied.Wait
 	if s.auth, err = auth.New(s.kv, authOpts); err != nil {
 		return fmt.Errorf("server: open auth store: %w", err)
 	}
@@ -333,8 +334,8 @@ func (s *Server) openStore() error {
 		return err
 	}
 	applied, _ := s.kv.ConsistentIndex()
-	s.applied.advance(applied)
-	noteCompaction(s.kv, &s.compacted)
+	s.applied.Advance(applied)
+	statemachine.NoteCompaction(s.kv, &s.compacted)
 	s.hub, err = watch.NewHub(s.kv, watch.Options{
 		Logger:                 cfg.Logger.With("component", "watch"),
 		Metrics:                cfg.Metrics,

@@ -65,8 +65,8 @@ type applyDeps struct {
 	cluster   *membership.Cluster
 	auth      *auth.Store
 	hub       *watch.Hub
-	alarms    *alarmStore
-	quota     backendQuota
+	alarms    *statemachine.Alarms
+	quota     statemachine.Quota
 	ops       *opsMetrics
 	metrics   *serverMetrics
 	wait      *waitRegistry
@@ -202,15 +202,15 @@ func (a *applier) applyNormal(e *raftpb.Entry) {
 // reports that the request exceeded the quota and this member must raise
 // its NOSPACE alarm.
 func (a *applier) applyRequest(req *pb.InternalRaftRequest, index uint64) (res statemachine.Result, raise bool) {
-	if err := a.alarmGate(req); err != nil {
+	if err := a.alarms.Gate(req); err != nil {
 		return statemachine.Result{Err: err}, false
 	}
 	fits := true
-	if q := quotaRequest(req); q != nil {
-		fits = a.quota.available(quotaCost(q))
+	if q := statemachine.QuotaRequest(req); q != nil {
+		fits = a.quota.Available(statemachine.QuotaCost(q))
 	}
 	res = a.dispatch(req, index)
-	return res, a.noSpaceAfterApply(req, fits, &res)
+	return res, statemachine.NoSpaceAfterApply(a.log, a.quota, a.alarms, fits, &res)
 }
 
 func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) statemachine.Result {
@@ -239,7 +239,8 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) statemachi
 	case req.Compaction != nil:
 		res.Resp, res.Err = kv.Compact(req.Compaction.Revision)
 	case req.Alarm != nil:
-		res.Resp, res.Err = a.applyAlarm(req.Alarm)
+		res.Resp, res.Err = statemachine.ApplyAlarm(a.log, kv, a.alarms, req.Alarm)
+		a.ops.alarmsChanged(a.alarms.Get(pb.AlarmType_NONE))
 	case req.ClusterMemberAttrSet != nil:
 		a.cluster.SetAttributes(kv, req.ClusterMemberAttrSet.Member_ID, req.ClusterMemberAttrSet.MemberAttributes)
 		res.Resp = &membershippb.ClusterMemberAttrSetRequest{}
@@ -273,10 +274,10 @@ func (a *applier) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
 	if err := a.cluster.Load(kv); err != nil {
 		return fmt.Errorf("reload member list from snapshot at index %d: %w", meta.Index, err)
 	}
-	if err := a.alarms.load(kv); err != nil {
+	if err := a.alarms.Load(kv); err != nil {
 		return fmt.Errorf("reload alarms from snapshot at index %d: %w", meta.Index, err)
 	}
-	a.ops.alarmsChanged(a.alarms.get(pb.AlarmType_NONE))
+	a.ops.alarmsChanged(a.alarms.Get(pb.AlarmType_NONE))
 	a.peersChanged()
 	return nil
 }

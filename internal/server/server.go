@@ -182,9 +182,9 @@ type Server struct {
 	learner   atomic.Bool    // this member is a learner (as of the last change)
 	metrics   *serverMetrics // the etcd_server_* series of this layer (metrics.go)
 
-	alarms *alarmStore  // active alarms, replicated (alarm.go)
-	quota  backendQuota // --quota-backend-bytes
-	ops    *opsMetrics  // quota and alarm series
+	alarms *statemachine.Alarms // active alarms, replicated
+	quota  statemachine.Quota   // --quota-backend-bytes
+	ops    *opsMetrics          // quota and alarm series
 	// compactor is the auto-compaction loop, nil without one; it runs
 	// from New to stop and proposes only while this member leads.
 	compactor *compactor.Compactor
@@ -282,7 +282,7 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 		failed:     make(chan struct{}),
 		removed:    make(chan struct{}),
 		peers:      newPeerSet(who.memberID),
-		alarms:     newAlarmStore(),
+		alarms:     statemachine.NewAlarms(),
 		notices:    statemachine.NewNotices(),
 
 		defragLogEvery: defragProgressInterval,
@@ -317,13 +317,13 @@ func (s *Server) openStore() error {
 	if cfg.UnsafeNoFsync {
 		s.log.Warn("--unsafe-no-fsync is set: the WAL and snapshot files are never fsynced; a crash or power loss loses acknowledged writes (for tests only)")
 	}
-	s.quota = newBackendQuota(cfg.QuotaBackendBytes, s.kv.Size, cfg.Logger)
+	s.quota = statemachine.NewQuota(cfg.QuotaBackendBytes, s.kv.Size, cfg.Logger)
 	s.ops = newOpsMetrics(cfg.Metrics, cfg.Logger)
-	s.ops.quotaBytes.Set(float64(s.quota.limit))
-	if err := s.alarms.load(s.kv); err != nil {
+	s.ops.quotaBytes.Set(float64(s.quota.Limit()))
+	if err := s.alarms.Load(s.kv); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.ops.alarmsChanged(s.alarms.get(pb.AlarmType_NONE))
+	s.ops.alarmsChanged(s.alarms.Get(pb.AlarmType_NONE))
 	authOpts := cfg.Auth
 	authOpts.Logger = cfg.Logger.With("component", "auth")
 	authOpts.WaitApplied = s.applied.Wait
@@ -598,7 +598,7 @@ func (s *Server) Status() Status {
 		DBSize:      s.kv.Size(),
 		DBSizeInUse: s.kv.SizeInUse(),
 		IsLearner:   s.cluster.IsLearner(s.id),
-		QuotaBytes:  s.quota.limit,
+		QuotaBytes:  s.quota.Limit(),
 	}
 }
 

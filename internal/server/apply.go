@@ -48,7 +48,7 @@ type applier struct {
 	// and this member has no NOSPACE alarm yet (quota.go).
 	raiseNoSpace bool
 	// replayedUpTo is the commit index the WAL recorded at a restart:
-	// entries up to it are replays (apply_auth.go).
+	// entries up to it are replays (statemachine.ApplyAuth).
 	replayedUpTo uint64
 }
 
@@ -87,7 +87,12 @@ var (
 	_ raftnode.StateMachine        = (*applier)(nil)
 	_ raftnode.ConfChangeValidator = (*applier)(nil)
 	_ raftnode.IdleWorker          = (*applier)(nil)
+
+	_ raftnode.RecoveredCommitObserver = (*applier)(nil)
 )
+
+// RecoveredCommit records where the replay of a restart ends.
+func (a *applier) RecoveredCommit(index uint64) { a.replayedUpTo = index }
 
 // IdleWork commits the next step of a compaction in progress while no
 // entries wait, so that an idle member finishes deleting the old
@@ -215,12 +220,11 @@ func (a *applier) applyRequest(req *pb.InternalRaftRequest, index uint64) (res s
 
 func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) statemachine.Result {
 	kv := a.kv
-	ai := entryAuthInfo(req)
-	if err := a.authorize(req, &ai); err != nil { // apply_auth.go
+	if err := statemachine.Authorize(a.auth, a.leases.lessor.Keys, req); err != nil {
 		return statemachine.Result{Err: err}
 	}
-	if isAuthRequest(req) {
-		return a.applyAuth(req, index)
+	if statemachine.IsAuthRequest(req) {
+		return statemachine.ApplyAuth(a.auth, kv, req, index, a.replayedUpTo)
 	}
 	var res statemachine.Result
 	switch {

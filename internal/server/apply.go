@@ -235,11 +235,11 @@ func (a *applier) dispatch(req *pb.InternalRaftRequest, index uint64) statemachi
 	case req.Txn != nil:
 		res.Resp, res.Err = kv.Txn(req.Txn)
 	case req.LeaseGrant != nil:
-		res.Resp, res.Err = a.leases.applyGrant(kv, req.LeaseGrant)
+		res.Resp, res.Err = statemachine.ApplyLeaseGrant(a.leases.lessor, kv, req.LeaseGrant)
 	case req.LeaseRevoke != nil:
-		res.Resp, res.Err = a.leases.applyRevoke(kv, req.LeaseRevoke)
+		res.Resp, res.Err = statemachine.ApplyLeaseRevoke(a.leases.lessor, kv, req.LeaseRevoke)
 	case req.LeaseCheckpoint != nil:
-		res.Resp, res.Err = a.leases.applyCheckpoint(kv, req.LeaseCheckpoint)
+		res.Resp, res.Err = statemachine.ApplyLeaseCheckpoint(a.leases.lessor, kv, req.LeaseCheckpoint)
 	case req.Compaction != nil:
 		res.Resp, res.Err = kv.Compact(req.Compaction.Revision)
 	case req.Alarm != nil:

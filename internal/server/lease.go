@@ -12,7 +12,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/clockfault"
-	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lease"
 	"github.com/metastore-io/metastore/internal/statemachine"
 )
@@ -145,55 +144,6 @@ func (p leaseProposer) ProposeCheckpoint(ctx context.Context, cps []*pb.LeaseChe
 	}
 	_, err := p.raft.propose(ctx, &pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps}})
 	return err
-}
-
-// writeRev is the revision the apply side is at (committed or not), which
-// etcd reports in the headers of lease entries.
-func writeRev(kv *kvstore.Store) int64 {
-	tw := kv.Write()
-	defer tw.End()
-	return tw.Rev()
-}
-
-func (ml *memberLeases) applyGrant(kv *kvstore.Store, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	ttl, err := ml.lessor.ApplyGrant(kv, r.ID, r.TTL)
-	if err != nil {
-		return nil, err
-	}
-	return &pb.LeaseGrantResponse{Header: &pb.ResponseHeader{Revision: writeRev(kv)}, ID: r.ID, TTL: ttl}, nil
-}
-
-// revokeDeleter deletes a revoked lease's keys in one write transaction
-// (one revision) and remembers the revision the store is at afterwards.
-type revokeDeleter struct {
-	*kvstore.Store
-	rev int64
-}
-
-func (d *revokeDeleter) DeleteKeys(keys [][]byte) error {
-	tw := d.Write()
-	for _, k := range keys {
-		tw.DeleteRange(k, nil)
-	}
-	d.rev = tw.Rev()
-	if tw.Changed() {
-		d.rev++
-	}
-	tw.End()
-	return nil
-}
-
-func (ml *memberLeases) applyRevoke(kv *kvstore.Store, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
-	d := &revokeDeleter{Store: kv, rev: -1}
-	if err := ml.lessor.ApplyRevoke(d, r.ID); err != nil {
-		return nil, err
-	}
-	return &pb.LeaseRevokeResponse{Header: &pb.ResponseHeader{Revision: d.rev}}, nil
-}
-
-func (ml *memberLeases) applyCheckpoint(kv *kvstore.Store, r *pb.LeaseCheckpointRequest) (*pb.LeaseCheckpointResponse, error) {
-	ml.lessor.ApplyCheckpoint(kv, r.Checkpoints)
-	return &pb.LeaseCheckpointResponse{Header: &pb.ResponseHeader{Revision: writeRev(kv)}}, nil
 }
 
 // LeaseGrant grants a lease through Raft. The TTL is normalised and, when

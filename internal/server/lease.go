@@ -21,8 +21,8 @@ import (
 // a new leader still applying the previous term): etcd's 50 ms.
 const leaseRetryInterval = 50 * time.Millisecond
 
-// memberLeases wires the lease table into the member: it applies the
-// lease entries, promotes or demotes the lessor as leadership moves, and
+// memberLeases wires the lease table into the member (the state machine
+// applies the lease entries to it): it promotes or demotes the lessor as leadership moves, and
 // routes keep-alives and TTL queries to the primary (untilAnswered). The
 // lessor's proposals go through leaseProposer.
 type memberLeases struct {

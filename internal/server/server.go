@@ -66,7 +66,7 @@ type Config struct {
 	MaxLearners int
 
 	// QuotaBackendBytes is --quota-backend-bytes: 0 etcd's default of
-	// 2 GiB, negative no quota (quota.go).
+	// 2 GiB, negative no quota (statemachine.Quota).
 	QuotaBackendBytes int64
 	// SnapshotCatchUpEntries is --snapshot-catchup-entries (0: etcd's 5000,
 	// at most half of SnapshotCount); DisablePreVote is --pre-vote=false;
@@ -377,8 +377,8 @@ func (s *Server) closeStore() {
 }
 
 // startRaft creates the peer transport, which the raft node attaches
-// itself to before raft runs, and starts the node with the applier as its
-// state machine; then the corruption checker, which reads through raft.
+// itself to before raft runs, and starts the node with the replicated state machine
+// (internal/statemachine); then the corruption checker, which reads through raft.
 func (s *Server) startRaft(who identity) error {
 	cfg := s.cfg
 	tr, err := transport.New(transport.Config{
@@ -399,7 +399,7 @@ func (s *Server) startRaft(who identity) error {
 	if err := s.registerForwardHandlers(); err != nil {
 		return err
 	}
-	applier := newApplier(s.applyDeps())
+	sm := s.stateMachine()
 	if s.compactor, err = s.newAutoCompactor(); err != nil {
 		return err
 	}
@@ -429,7 +429,7 @@ func (s *Server) startRaft(who identity) error {
 		Metrics:                    cfg.Metrics,
 		OnLeaderChange:             s.leaderChanged,
 		Transport:                  tr,
-	}, applier)
+	}, sm)
 	if err != nil {
 		return fmt.Errorf("server: start raft: %w", err)
 	}
@@ -445,26 +445,31 @@ func (s *Server) startRaft(who identity) error {
 	return nil
 }
 
-// applyDeps are the parts the applier works on, all built by now.
-func (s *Server) applyDeps() applyDeps {
-	return applyDeps{
-		log:          s.log,
-		kv:           s.kv,
-		leases:       s.leases,
-		cluster:      s.cluster,
-		auth:         s.auth,
-		hub:          s.hub,
-		alarms:       s.alarms,
-		quota:        s.quota,
-		ops:          s.ops,
-		metrics:      s.metrics,
-		wait:         s.wait,
-		applied:      &s.applied,
-		compacted:    &s.compacted,
-		notices:      s.notices,
-		peersChanged: s.syncPeers,
-		fatal:        s.fatal,
-	}
+// stateMachine builds the replicated state machine over the parts it
+// applies to, all built by now; the hooks reach only parts built before
+// it.
+func (s *Server) stateMachine() *statemachine.StateMachine {
+	return statemachine.New(statemachine.Deps{
+		Log:         s.log,
+		KV:          s.kv,
+		Lessor:      s.leases.lessor,
+		Cluster:     s.cluster,
+		Auth:        s.auth,
+		Alarms:      s.alarms,
+		Quota:       s.quota,
+		Hub:         s.hub,
+		Waiter:      s.wait,
+		Notices:     s.notices,
+		Applied:     &s.applied,
+		Compacted:   &s.compacted,
+		LeaderEntry: s.leases.leaderEntryApplied,
+		ObserveApply: func(req *pb.InternalRaftRequest, err error, took time.Duration) {
+			s.metrics.observeApply(s.log, applyOpOf(req), err, took)
+		},
+		AlarmsChanged: s.ops.alarmsChanged,
+		PeersChanged:  s.syncPeers,
+		Fatal:         s.fatal,
+	})
 }
 
 // startServing starts the notice loop, the lessor, the auto-compactor and the corruption

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 
@@ -133,11 +132,12 @@ func (a *Alarms) Has(alarm pb.AlarmType) bool {
 	return false
 }
 
-// ApplyAlarm applies an AlarmRequest entry as etcd's applier does: GET
+// applyAlarm applies an AlarmRequest entry as etcd's applier does: GET
 // lists, ACTIVATE raises (NONE is ignored), DEACTIVATE clears; the
 // response holds the alarms the request read or changed.
-func ApplyAlarm(log *slog.Logger, kv *kvstore.Store, alarms *Alarms, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+func (sm *StateMachine) applyAlarm(r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 	resp := &pb.AlarmResponse{}
+	alarms, kv, log := sm.Alarms, sm.KV, sm.Log
 	switch r.Action {
 	case pb.AlarmRequest_GET:
 		resp.Alarms = alarms.Get(r.Alarm)
@@ -157,16 +157,17 @@ func ApplyAlarm(log *slog.Logger, kv *kvstore.Store, alarms *Alarms, r *pb.Alarm
 			resp.Alarms = append(resp.Alarms, m)
 		}
 	}
+	sm.AlarmsChanged(alarms.Get(pb.AlarmType_NONE))
 	return resp, nil
 }
 
-// Gate is etcd's capped and corrupt appliers: with a CORRUPT alarm
+// gate is etcd's capped and corrupt appliers: with a CORRUPT alarm
 // active every request that changes the store fails with ErrCorrupt; with
 // a NOSPACE alarm active every request that grows it (Put, a Txn with a
 // put in a branch, LeaseGrant) fails with ErrNoSpace, while deletes,
 // revokes and compactions go on so that space can be reclaimed. Both
 // depend only on replicated state, so every member decides alike.
-func (a *Alarms) Gate(req *pb.InternalRaftRequest) error {
+func (a *Alarms) gate(req *pb.InternalRaftRequest) error {
 	if a.Has(pb.AlarmType_CORRUPT) {
 		if req.Put != nil || req.DeleteRange != nil || req.Txn != nil || req.Compaction != nil ||
 			req.LeaseGrant != nil || req.LeaseRevoke != nil {

@@ -4,7 +4,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/auth"
-	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
 // The state machine's side of authorisation (etcd's authApplierV3). The
@@ -32,9 +31,9 @@ func needAdminPermission(r *pb.InternalRaftRequest) bool {
 		r.AuthRoleDelete != nil || r.AuthUserList != nil || r.AuthRoleList != nil
 }
 
-// Authorize checks req against the auth state before it applies; keys
+// authorize checks req against the auth state before it applies; keys
 // lists the keys attached to a lease (the lease table's).
-func Authorize(as *auth.Store, keys func(id int64) [][]byte, req *pb.InternalRaftRequest) error {
+func authorize(as *auth.Store, keys func(id int64) [][]byte, req *pb.InternalRaftRequest) error {
 	ai := entryAuthInfo(req)
 	switch {
 	case needAdminPermission(req):
@@ -59,15 +58,15 @@ func Authorize(as *auth.Store, keys func(id int64) [][]byte, req *pb.InternalRaf
 	return nil
 }
 
-// IsAuthRequest reports whether req is one of the Auth service's.
-func IsAuthRequest(r *pb.InternalRaftRequest) bool {
+// isAuthRequest reports whether req is one of the Auth service's.
+func isAuthRequest(r *pb.InternalRaftRequest) bool {
 	return needAdminPermission(r) || r.Authenticate != nil || r.AuthUserGet != nil || r.AuthRoleGet != nil
 }
 
-// ApplyAuth applies an Auth service request; index is the entry's raft
-// index (part of a simple token), replayedUpTo the commit index a restart
-// replays up to (raftnode.RecoveredCommitObserver).
-func ApplyAuth(as *auth.Store, w *kvstore.Store, req *pb.InternalRaftRequest, index, replayedUpTo uint64) Result {
+// applyAuth applies an Auth service request; index is the entry's raft
+// index (part of a simple token).
+func (sm *StateMachine) applyAuth(req *pb.InternalRaftRequest, index uint64) Result {
+	as, w := sm.Auth, sm.KV
 	hdr := &pb.ResponseHeader{}
 	var resp any
 	var err error
@@ -81,7 +80,7 @@ func ApplyAuth(as *auth.Store, w *kvstore.Store, req *pb.InternalRaftRequest, in
 	case req.AuthStatus != nil:
 		enabled, rev := as.AuthStatus()
 		resp = &pb.AuthStatusResponse{Header: hdr, Enabled: enabled, AuthRevision: rev}
-	case req.Authenticate != nil && index <= replayedUpTo:
+	case req.Authenticate != nil && index <= sm.replayedUpTo:
 		// A replay after a restart: the token was issued by the previous
 		// process and, like etcd's, dies with it. Nobody waits for this
 		// answer.

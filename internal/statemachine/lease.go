@@ -4,7 +4,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/lease"
 )
 
 // writeRev is the revision the apply side is at (committed or not), which
@@ -15,11 +14,12 @@ func writeRev(kv *kvstore.Store) int64 {
 	return tw.Rev()
 }
 
-// ApplyLeaseGrant applies a LeaseGrant entry: the ID and the TTL were
+// applyLeaseGrant applies a LeaseGrant entry: the ID and the TTL were
 // chosen by the proposer (lease.Lessor.NormalizeTTL), so every member
 // grants the same lease.
-func ApplyLeaseGrant(lessor *lease.Lessor, kv *kvstore.Store, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	ttl, err := lessor.ApplyGrant(kv, r.ID, r.TTL)
+func (sm *StateMachine) applyLeaseGrant(r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	kv := sm.KV
+	ttl, err := sm.Lessor.ApplyGrant(kv, r.ID, r.TTL)
 	if err != nil {
 		return nil, err
 	}
@@ -46,19 +46,19 @@ func (d *revokeDeleter) DeleteKeys(keys [][]byte) error {
 	return nil
 }
 
-// ApplyLeaseRevoke applies a LeaseRevoke entry: the lease goes, and its
+// applyLeaseRevoke applies a LeaseRevoke entry: the lease goes, and its
 // keys with it, in one revision.
-func ApplyLeaseRevoke(lessor *lease.Lessor, kv *kvstore.Store, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
-	d := &revokeDeleter{Store: kv, rev: -1}
-	if err := lessor.ApplyRevoke(d, r.ID); err != nil {
+func (sm *StateMachine) applyLeaseRevoke(r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	d := &revokeDeleter{Store: sm.KV, rev: -1}
+	if err := sm.Lessor.ApplyRevoke(d, r.ID); err != nil {
 		return nil, err
 	}
 	return &pb.LeaseRevokeResponse{Header: &pb.ResponseHeader{Revision: d.rev}}, nil
 }
 
-// ApplyLeaseCheckpoint applies a LeaseCheckpoint entry: the remaining
+// applyLeaseCheckpoint applies a LeaseCheckpoint entry: the remaining
 // TTLs the leader recorded, so that a new leader does not restart them.
-func ApplyLeaseCheckpoint(lessor *lease.Lessor, kv *kvstore.Store, r *pb.LeaseCheckpointRequest) (*pb.LeaseCheckpointResponse, error) {
-	lessor.ApplyCheckpoint(kv, r.Checkpoints)
-	return &pb.LeaseCheckpointResponse{Header: &pb.ResponseHeader{Revision: writeRev(kv)}}, nil
+func (sm *StateMachine) applyLeaseCheckpoint(r *pb.LeaseCheckpointRequest) (*pb.LeaseCheckpointResponse, error) {
+	sm.Lessor.ApplyCheckpoint(sm.KV, r.Checkpoints)
+	return &pb.LeaseCheckpointResponse{Header: &pb.ResponseHeader{Revision: writeRev(sm.KV)}}, nil
 }

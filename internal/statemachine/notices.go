@@ -41,8 +41,8 @@ func NewNotices() *Notices {
 	return &Notices{wake: make(chan struct{}, 1)}
 }
 
-// Post queues n without blocking (apply goroutine).
-func (q *Notices) Post(n Notice) {
+// post queues n without blocking (apply goroutine).
+func (q *Notices) post(n Notice) {
 	q.mu.Lock()
 	q.pending = append(q.pending, n)
 	q.mu.Unlock()

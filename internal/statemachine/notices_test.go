@@ -14,7 +14,7 @@ func TestApplyNoticesNeverBlockAndKeepOrder(t *testing.T) {
 	go func() {
 		defer close(posted)
 		for term := uint64(1); term <= 100; term++ {
-			q.Post(Notice{Kind: NoticeClusterVersion, Term: term})
+			q.post(Notice{Kind: NoticeClusterVersion, Term: term})
 		}
 	}()
 	select {

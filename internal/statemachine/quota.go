@@ -93,9 +93,9 @@ func txnBranchCost(ops []*pb.RequestOp) int {
 	return cost
 }
 
-// QuotaRequest is the request of an entry that the quota charges, nil for
+// quotaRequest is the request of an entry that the quota charges, nil for
 // the others.
-func QuotaRequest(req *pb.InternalRaftRequest) any {
+func quotaRequest(req *pb.InternalRaftRequest) any {
 	switch {
 	case req.Put != nil:
 		return req.Put
@@ -107,18 +107,19 @@ func QuotaRequest(req *pb.InternalRaftRequest) any {
 	return nil
 }
 
-// NoSpaceAfterApply is etcd's quota applier: a request that did not fit
+// noSpaceAfterApply is etcd's quota applier: a request that did not fit
 // when it was applied is still applied (every member applies the same
 // entries alike), but its proposer is answered with ErrNoSpace, and a
 // member that has no NOSPACE alarm yet raises its own. Sizes differ
 // between members, so only responses and alarm proposals depend on
 // this, never the applied state.
-func NoSpaceAfterApply(log *slog.Logger, q Quota, alarms *Alarms, fits bool, res *Result) (raise bool) {
+func (sm *StateMachine) noSpaceAfterApply(fits bool, res *Result) (raise bool) {
+	log, q := sm.Log, sm.Quota
 	if fits || res.Err != nil {
 		return false
 	}
 	res.Err = membererr.ErrNoSpace
-	if alarms.Has(pb.AlarmType_NOSPACE) {
+	if sm.Alarms.Has(pb.AlarmType_NOSPACE) {
 		return false
 	}
 	log.Warn("message exceeded backend quota; raising alarm",

@@ -22,9 +22,9 @@ import (
 const leaseRetryInterval = 50 * time.Millisecond
 
 // memberLeases wires the lease table into the member (the state machine
-// applies the lease entries to it): it promotes or demotes the lessor as leadership moves, and
-// routes keep-alives and TTL queries to the primary (untilAnswered). The
-// lessor's proposals go through leaseProposer.
+// applies the lease entries to it): it promotes or demotes the lessor as
+// leadership moves and routes keep-alives and TTL queries to the primary
+// (untilAnswered). The lessor's proposals go through leaseProposer.
 type memberLeases struct {
 	id              uint64 // this member
 	lessor          *lease.Lessor

@@ -168,7 +168,7 @@ type Server struct {
 	renewals *renewBatcher
 	hub      *watch.Hub // delivers committed events to watchers
 	// notices are what apply leaves for the member to do through raft
-	// (notices.go).
+	// (the loop in notices.go acts on them).
 	notices *statemachine.Notices
 	auth    *auth.Store            // users, roles, tokens; replicated in the store's auth bucket
 	applied statemachine.Watermark // the applied raft index

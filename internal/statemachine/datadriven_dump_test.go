@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,11 +49,14 @@ func (e *env) dumpLeases(t *testing.T) string {
 	return b.String()
 }
 
+// fmtKeys lists a lease's keys sorted (the lease table keeps them in a
+// set, in no order).
 func fmtKeys(keys [][]byte) string {
 	s := make([]string, len(keys))
 	for i, k := range keys {
 		s[i] = string(k)
 	}
+	slices.Sort(s)
 	return "[" + strings.Join(s, " ") + "]"
 }
 

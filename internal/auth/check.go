@@ -6,7 +6,7 @@ import (
 )
 
 // The permission checks of etcd 3.6 (authStore.isOpPermitted and the
-// checks of apply_auth.go). They read the published state only: safe on
+// checks internal/statemachine makes at apply). They read the published state only: safe on
 // any goroutine, no lock. ai may be nil or an empty AuthInfo
 // (no credentials).
 

@@ -1,17 +1,11 @@
 package server
 
 import (
-	"cmp"
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/membererr"
 )
 
@@ -24,173 +18,6 @@ var (
 	ErrCorrupt = membererr.ErrCorrupt
 )
 
-// alarmBucket is the store's auxiliary bucket (kvstore.BucketAlarm) holding
-// the active alarms: key the member ID (8 bytes, big endian) and the alarm
-// type (4 bytes, big endian), value the pb.AlarmMember in protobuf wire
-// format. It is written in the batch of the entry that changed it, so the
-// set is as durable as the entry, identical on every member, and part of
-// every snapshot image. A NOSPACE alarm of member 0x8e9e05c52164694d:
-//
-//	'A' 8e 9e 05 c5 21 64 69 4d 00 00 00 01 -> AlarmMember{MemberID, NOSPACE}
-const alarmBucket = kvstore.BucketAlarm
-
-// alarmStore is the replicated set of active alarms (etcd's v3alarm). The
-// apply goroutine changes it (activate, deactivate, load); request paths
-// read it. Lock order: mu is a leaf lock.
-type alarmStore struct {
-	mu     sync.RWMutex
-	active map[alarmKey]*pb.AlarmMember
-}
-
-type alarmKey struct {
-	member uint64
-	alarm  pb.AlarmType
-}
-
-func newAlarmStore() *alarmStore {
-	return &alarmStore{active: map[alarmKey]*pb.AlarmMember{}}
-}
-
-func alarmStoreKey(k alarmKey) []byte {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 12), k.member)
-	return binary.BigEndian.AppendUint32(b, uint32(k.alarm))
-}
-
-// load replaces the set with what the store holds (open, snapshot restore).
-func (a *alarmStore) load(kv *kvstore.Store) error {
-	active := map[alarmKey]*pb.AlarmMember{}
-	var decodeErr error
-	err := kv.AscendAux(alarmBucket, func(k, v []byte) bool {
-		m := &pb.AlarmMember{}
-		if err := m.Unmarshal(v); err != nil {
-			decodeErr = fmt.Errorf("decode alarm %x: %w", k, err)
-			return false
-		}
-		active[alarmKey{m.MemberID, m.Alarm}] = m
-		return true
-	})
-	if err = errors.Join(err, decodeErr); err != nil {
-		return fmt.Errorf("load alarms: %w", err)
-	}
-	a.mu.Lock()
-	a.active = active
-	a.mu.Unlock()
-	return nil
-}
-
-// activate raises an alarm (apply goroutine) and returns it, or the one
-// already active for the member and type.
-func (a *alarmStore) activate(kv *kvstore.Store, m *pb.AlarmMember) (*pb.AlarmMember, error) {
-	k := alarmKey{m.MemberID, m.Alarm}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if old, ok := a.active[k]; ok {
-		return old, nil
-	}
-	data, err := m.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("encode alarm: %w", err)
-	}
-	kv.PutAux(alarmBucket, alarmStoreKey(k), data)
-	a.active[k] = m
-	return m, nil
-}
-
-// deactivate clears an alarm (apply goroutine) and returns it; nil if it
-// was not active.
-func (a *alarmStore) deactivate(kv *kvstore.Store, member uint64, alarm pb.AlarmType) *pb.AlarmMember {
-	k := alarmKey{member, alarm}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	m, ok := a.active[k]
-	if !ok {
-		return nil
-	}
-	kv.DeleteAux(alarmBucket, alarmStoreKey(k))
-	delete(a.active, k)
-	return m
-}
-
-// get lists the active alarms of one type (NONE: all), ordered by member
-// and type (etcd lists them in map order).
-func (a *alarmStore) get(alarm pb.AlarmType) []*pb.AlarmMember {
-	a.mu.RLock()
-	var out []*pb.AlarmMember
-	for k, m := range a.active {
-		if alarm == pb.AlarmType_NONE || k.alarm == alarm {
-			out = append(out, m)
-		}
-	}
-	a.mu.RUnlock()
-	slices.SortFunc(out, func(x, y *pb.AlarmMember) int {
-		return cmp.Or(cmp.Compare(x.MemberID, y.MemberID), cmp.Compare(x.Alarm, y.Alarm))
-	})
-	return out
-}
-
-// has reports whether any member has an alarm of this type.
-func (a *alarmStore) has(alarm pb.AlarmType) bool {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	for k := range a.active {
-		if k.alarm == alarm {
-			return true
-		}
-	}
-	return false
-}
-
-// applyAlarm applies an AlarmRequest entry as etcd's applier does: GET
-// lists, ACTIVATE raises (NONE is ignored), DEACTIVATE clears; the
-// response holds the alarms the request read or changed.
-func (a *applier) applyAlarm(r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	resp := &pb.AlarmResponse{}
-	alarms := a.alarms
-	switch r.Action {
-	case pb.AlarmRequest_GET:
-		resp.Alarms = alarms.get(r.Alarm)
-	case pb.AlarmRequest_ACTIVATE:
-		if r.Alarm == pb.AlarmType_NONE {
-			break
-		}
-		m, err := alarms.activate(a.kv, &pb.AlarmMember{MemberID: r.MemberID, Alarm: r.Alarm})
-		if err != nil {
-			return nil, err
-		}
-		a.log.Warn("alarm raised", "alarm", r.Alarm.String(), "alarm-member-id", fmt.Sprintf("%x", r.MemberID))
-		resp.Alarms = append(resp.Alarms, m)
-	case pb.AlarmRequest_DEACTIVATE:
-		if m := alarms.deactivate(a.kv, r.MemberID, r.Alarm); m != nil {
-			a.log.Info("alarm cleared", "alarm", r.Alarm.String(), "alarm-member-id", fmt.Sprintf("%x", r.MemberID))
-			resp.Alarms = append(resp.Alarms, m)
-		}
-	}
-	a.ops.alarmsChanged(alarms.get(pb.AlarmType_NONE))
-	return resp, nil
-}
-
-// alarmGate is etcd's capped and corrupt appliers: with a CORRUPT alarm
-// active every request that changes the store fails with ErrCorrupt; with
-// a NOSPACE alarm active every request that grows it (Put, a Txn with a
-// put in a branch, LeaseGrant) fails with ErrNoSpace, while deletes,
-// revokes and compactions go on so that space can be reclaimed. Both
-// depend only on replicated state, so every member decides alike.
-func (a *applier) alarmGate(req *pb.InternalRaftRequest) error {
-	alarms := a.alarms
-	if alarms.has(pb.AlarmType_CORRUPT) {
-		if req.Put != nil || req.DeleteRange != nil || req.Txn != nil || req.Compaction != nil ||
-			req.LeaseGrant != nil || req.LeaseRevoke != nil {
-			return ErrCorrupt
-		}
-	}
-	if alarms.has(pb.AlarmType_NOSPACE) {
-		if req.Put != nil || req.LeaseGrant != nil || (req.Txn != nil && quotaCost(req.Txn) > 0) {
-			return ErrNoSpace
-		}
-	}
-	return nil
-}
-
 // Alarm serves Maintenance.Alarm. Every action goes through Raft, as in
 // etcd: a GET answers with the set as of its place in the log.
 func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
@@ -198,12 +25,12 @@ func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespon
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.AlarmResponse), nil
+	return res.Resp.(*pb.AlarmResponse), nil
 }
 
 // Alarms lists the active alarms as this member last applied them (for
 // Maintenance.Status and /health).
-func (s *Server) Alarms() []*pb.AlarmMember { return s.alarms.get(pb.AlarmType_NONE) }
+func (s *Server) Alarms() []*pb.AlarmMember { return s.alarms.Get(pb.AlarmType_NONE) }
 
 // raiseAlarm proposes an alarm of this member, as etcd's servers do when
 // they notice a full backend or a corrupt peer; failures are logged (the

@@ -12,7 +12,7 @@ import (
 // The Auth service's requests. Every one goes through Raft as etcd's do
 // (the reads too, so they see every change committed before them), with
 // the caller's user and auth revision in the entry's header; apply checks
-// them (apply_auth.go). Only Authenticate checks a password, here on the
+// them (internal/statemachine). Only Authenticate checks a password, here on the
 // receiving member, and proposes no password.
 
 // Auth is the member's auth store (users, roles, tokens, checks).
@@ -65,7 +65,7 @@ func proposeAuth[T any](s *Server, ctx context.Context, req *pb.InternalRaftRequ
 	if err != nil {
 		return zero, err
 	}
-	return res.resp.(T), nil
+	return res.Resp.(T), nil
 }
 
 // AuthEnable turns authentication on.

@@ -184,7 +184,8 @@ func (s *Server) promoteAsLeader(ctx context.Context, id uint64) ([]*membershipp
 	if s.cfg.StrictReconfigCheck && !s.cluster.ReadyToPromote() {
 		return nil, ErrNotEnoughStartedMembers
 	}
-	// An AddNode for a member that is a learner is a promotion (apply.go).
+	// An AddNode for a member that is a learner is a promotion
+	// (internal/statemachine, membership.go).
 	data, err := (&membershippb.Member{ID: id}).Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("server: encode member: %w", err)
@@ -284,7 +285,7 @@ func (s *Server) transferLeadershipOnStop() {
 }
 
 // configure proposes a conf change and waits until it is applied here; the
-// applier answers with the member list or the reason the change was void.
+// state machine answers with the member list or the reason the change was void.
 func (s *Server) configure(ctx context.Context, cc raftpb.ConfChange) ([]*membershippb.Member, error) {
 	if s.transport == nil {
 		return nil, errNoTransport
@@ -300,11 +301,11 @@ func (s *Server) configure(ctx context.Context, cc raftpb.ConfChange) ([]*member
 	}
 	select {
 	case res := <-ch:
-		if res.err != nil {
-			return nil, res.err
+		if res.Err != nil {
+			return nil, res.Err
 		}
 		s.log.Info("applied a configuration change through raft", "type", cc.Type.String(), "node", fmt.Sprintf("%x", cc.NodeID))
-		return res.resp.([]*membershippb.Member), nil
+		return res.Resp.([]*membershippb.Member), nil
 	case <-cctx.Done():
 		s.wait.Cancel(cc.ID)
 		return nil, s.proposeError(ctx, cctx, cctx.Err(), start)

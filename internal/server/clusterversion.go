@@ -20,8 +20,8 @@ const clusterVersionRetry = time.Second
 // setClusterVersion proposes the cluster version until it is recorded,
 // this member stops leading in term, or the member stops. It runs when
 // this member, leading in term, has applied its own first entry of the
-// term and found no cluster version recorded (the applier's
-// noticeClusterVersion): like etcd's monitorClusterVersions woken by
+// term and found no cluster version recorded (the state
+// machine's NoticeClusterVersion): like etcd's monitorClusterVersions woken by
 // FirstCommitInTermNotify, a leader proposes one (a ClusterVersionSet
 // entry, as etcd's leader does once, when a new cluster starts), so that
 // the raft log holds the entries etcd's does and reports the same

@@ -46,7 +46,7 @@ func TestCompactionFinishesWhileIdle(t *testing.T) {
 	if _, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("k000"), Revision: rev - 1}); err == nil {
 		t.Fatal("a read below the compacted revision succeeded")
 	}
-	if err := s.compacted.wait(ctx, uint64(rev)); err != nil {
+	if err := s.compacted.Wait(ctx, uint64(rev)); err != nil {
 		t.Fatalf("compaction at %d not finished while idle (finished: %d): %v", rev, s.kv.FinishedCompactRev(), err)
 	}
 	view := s.kv.SnapshotView()

@@ -4,23 +4,27 @@
 // # The write path
 //
 //	client RPC ─▶ propose (kv.go) ─▶ raftnode.Propose ─▶ WAL fsync on a quorum
-//	         ◀─ waitRegistry ◀─ applier.Apply (apply.go) ◀─ committed entries
+//	         ◀─ waitRegistry ◀─ statemachine.Apply ◀─ committed entries
 //
 // A write becomes an etcdserverpb.InternalRaftRequest with a request ID
 // unique across members and restarts (reqid.go), is proposed, and the
 // caller waits on the waitRegistry (wait.go) for that ID, which also ends
 // the wait at the request timeout (one expiry loop, no timer per request)
-// or when the member stops. The applier — the
-// raftnode.StateMachine — applies every committed entry in log order to the
-// MVCC store (internal/kvstore), the lease table (lease.go over
-// internal/lease) and the member list (internal/membership). A batch of
-// entries becomes one store batch; only after that batch is committed and
-// visible to readers are the waiting callers released. A write is therefore
-// acknowledged only once it is durable on a quorum and applied here.
+// or when the member stops. The replicated state machine
+// (internal/statemachine, the raftnode.StateMachine) applies every
+// committed entry in log order to the MVCC store (internal/kvstore), the
+// lease table (internal/lease), the auth store, the member list
+// (internal/membership) and the alarms, behind the alarm, auth and quota
+// gates. A batch of entries becomes one store batch; only after that batch
+// is committed and visible to readers are the waiting callers released. A
+// write is therefore acknowledged only once it is durable on a quorum and
+// applied here.
 //
-// Invariant: apply is deterministic. It reads no clock, no randomness and
-// no map order; everything it decides comes from the entries (lease IDs and
-// minimum TTLs are chosen by the proposer and carried in the entry).
+// This package is the member runtime around it: it proposes, waits,
+// forwards what only the leader answers, runs the lifecycle, snapshots
+// and corruption checks. It applies nothing itself, and decides before
+// proposing what apply must not (lease IDs and TTLs, request IDs, the
+// auth revision a request was checked at), so apply stays deterministic.
 //
 // # The read path
 //
@@ -41,13 +45,19 @@
 //     keep-alives in batches, one batch in flight per member
 //     (forward_renew.go).
 //   - The watch hub (internal/watch) gets the events each store commit
-//     returns, from the applier, and never blocks it.
+//     returns, from the state machine, and never blocks it.
+//   - notices.go: the loop that acts on what apply leaves for the member
+//     to do through raft (raise its NOSPACE alarm, then answer the
+//     requests held for it; record the cluster version as a new leader).
+//   - alarm.go, quota.go, lease.go: the member's side of alarms (raising
+//     its own), of the quota (refusing before proposing) and of leases
+//     (promotion with leadership, keep-alives at the leader).
 //   - lifecycle.go: who starts and stops what. New builds the member in
 //     one direction (open the store, build the state machine, start raft,
 //     start serving; each part is given what it needs when built: the
-//     applier and the lease table get the parts they use, never the
-//     Server, and what apply leaves for the member to do through raft
-//     goes by notices.go), and
+//     state machine (Server.stateMachine) and the lease table get the
+//     parts they use, never the Server, and what apply leaves for the
+//     member to do through raft goes by statemachine.Notices), and
 //     shutdown stops the parts in reverse, each by its owner: the server
 //     creates and stops the transport, the peer and client servers, and
 //     every goroutine it starts (supervise, publishAttributes, serving, and the

@@ -10,6 +10,7 @@ import (
 	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/raftnode"
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 // maxApplyLag bounds how far apply may trail commit before new proposals
@@ -63,7 +64,7 @@ func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.PutResponse), nil
+	return res.Resp.(*pb.PutResponse), nil
 }
 
 // DeleteRange deletes keys through Raft.
@@ -72,7 +73,7 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.DeleteRangeResponse), nil
+	return res.Resp.(*pb.DeleteRangeResponse), nil
 }
 
 // Txn runs a transaction. One without writes in any branch is served
@@ -101,7 +102,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.TxnResponse), nil
+	return res.Resp.(*pb.TxnResponse), nil
 }
 
 // Compact compacts the key history through Raft. It is logical once
@@ -115,24 +116,16 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 	if r.Physical {
 		// As etcd: answer once this member has deleted the old revisions
 		// too (they go in batches after the compaction is applied).
-		if err := s.compacted.wait(ctx, uint64(r.Revision)); err != nil {
+		if err := s.compacted.Wait(ctx, uint64(r.Revision)); err != nil {
 			return nil, err
 		}
 	}
-	resp := res.resp.(*pb.CompactionResponse)
+	resp := res.Resp.(*pb.CompactionResponse)
 	if resp.Header == nil {
 		resp.Header = &pb.ResponseHeader{}
 	}
 	resp.Header.Revision = s.kv.Rev()
 	return resp, nil
-}
-
-// noteCompaction tells the physical compactions waiting on compacted how
-// far kv's compactions have finished (apply goroutine, after a Commit).
-func noteCompaction(kv *kvstore.Store, compacted *watermark) {
-	if done := kv.FinishedCompactRev(); done > 0 && uint64(done) > compacted.index.Load() {
-		compacted.advance(uint64(done))
-	}
 }
 
 // HashKV hashes the key history up to rev on this member.
@@ -169,25 +162,25 @@ func (s *Server) LinearizableRead(ctx context.Context) error {
 func (s *Server) readIndex(ctx context.Context) error { return s.node.LinearizableRead(ctx) }
 
 // propose sends one request through Raft and waits for its applied result.
-func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error) {
+func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (statemachine.Result, error) {
 	commit, applied := s.node.Indexes()
 	// The second test bounds the log in bytes where etcd counts entries:
 	// snapshots that cannot keep up with large writes would otherwise
 	// let the in-memory log grow without bound.
 	if commit > applied+maxApplyLag || s.node.Overloaded() {
-		return applyResult{}, ErrTooManyRequests
+		return statemachine.Result{}, ErrTooManyRequests
 	}
 	id := s.reqIDs.Next()
 	req.Header = &pb.RequestHeader{ID: id}
 	if err := s.stampAuth(ctx, req); err != nil { // auth.go
-		return applyResult{}, err
+		return statemachine.Result{}, err
 	}
 	data, err := req.Marshal()
 	if err != nil {
-		return applyResult{}, err
+		return statemachine.Result{}, err
 	}
 	if len(data) > int(s.cfg.MaxRequestBytes) {
-		return applyResult{}, ErrRequestTooLarge
+		return statemachine.Result{}, ErrRequestTooLarge
 	}
 
 	// The wait ends at the deadline without a timer of its own: the wait
@@ -203,20 +196,20 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (appl
 		if ctx.Err() == nil && errors.Is(err, raftnode.ErrProposalUnconfirmed) && errors.Is(err, context.DeadlineExceeded) {
 			// No leader until the deadline: etcd's raft node returns
 			// the proposal context's error then.
-			return applyResult{}, context.DeadlineExceeded
+			return statemachine.Result{}, context.DeadlineExceeded
 		}
-		return applyResult{}, s.proposeError(ctx, ctx, err, start)
+		return statemachine.Result{}, s.proposeError(ctx, ctx, err, start)
 	}
 	select {
 	case res := <-ch:
-		if res.err == errWaitExpired {
+		if res.Err == errWaitExpired {
 			s.node.CountFailedProposal()
-			return applyResult{}, s.proposeError(ctx, ctx, context.DeadlineExceeded, start)
+			return statemachine.Result{}, s.proposeError(ctx, ctx, context.DeadlineExceeded, start)
 		}
-		return res, res.err
+		return res, res.Err
 	case <-ctx.Done():
 		s.wait.Cancel(id)
 		s.node.CountFailedProposal()
-		return applyResult{}, s.proposeError(ctx, ctx, ctx.Err(), start)
+		return statemachine.Result{}, s.proposeError(ctx, ctx, ctx.Err(), start)
 	}
 }

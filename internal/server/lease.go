@@ -12,8 +12,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/clockfault"
-	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lease"
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 // leaseRetryInterval paces the retries of a keep-alive or time-to-live
@@ -21,10 +21,10 @@ import (
 // a new leader still applying the previous term): etcd's 50 ms.
 const leaseRetryInterval = 50 * time.Millisecond
 
-// memberLeases wires the lease table into the member: it applies the
-// lease entries, promotes or demotes the lessor as leadership moves, and
-// routes keep-alives and TTL queries to the primary (untilAnswered). The
-// lessor's proposals go through leaseProposer.
+// memberLeases wires the lease table into the member (the state machine
+// applies the lease entries to it): it promotes or demotes the lessor as
+// leadership moves and routes keep-alives and TTL queries to the primary
+// (untilAnswered). The lessor's proposals go through leaseProposer.
 type memberLeases struct {
 	id              uint64 // this member
 	lessor          *lease.Lessor
@@ -48,7 +48,7 @@ type memberLeases struct {
 // Renew, which only request paths call, and they are served once raft
 // runs.
 type leaseRaft interface {
-	propose(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error)
+	propose(ctx context.Context, req *pb.InternalRaftRequest) (statemachine.Result, error)
 	readIndex(ctx context.Context) error
 }
 
@@ -159,55 +159,6 @@ func (p leaseProposer) ProposeCheckpoint(ctx context.Context, cps []*pb.LeaseChe
 	return err
 }
 
-// writeRev is the revision the apply side is at (committed or not), which
-// etcd reports in the headers of lease entries.
-func writeRev(kv *kvstore.Store) int64 {
-	tw := kv.Write()
-	defer tw.End()
-	return tw.Rev()
-}
-
-func (ml *memberLeases) applyGrant(kv *kvstore.Store, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	ttl, err := ml.lessor.ApplyGrant(kv, r.ID, r.TTL)
-	if err != nil {
-		return nil, err
-	}
-	return &pb.LeaseGrantResponse{Header: &pb.ResponseHeader{Revision: writeRev(kv)}, ID: r.ID, TTL: ttl}, nil
-}
-
-// revokeDeleter deletes a revoked lease's keys in one write transaction
-// (one revision) and remembers the revision the store is at afterwards.
-type revokeDeleter struct {
-	*kvstore.Store
-	rev int64
-}
-
-func (d *revokeDeleter) DeleteKeys(keys [][]byte) error {
-	tw := d.Write()
-	for _, k := range keys {
-		tw.DeleteRange(k, nil)
-	}
-	d.rev = tw.Rev()
-	if tw.Changed() {
-		d.rev++
-	}
-	tw.End()
-	return nil
-}
-
-func (ml *memberLeases) applyRevoke(kv *kvstore.Store, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
-	d := &revokeDeleter{Store: kv, rev: -1}
-	if err := ml.lessor.ApplyRevoke(d, r.ID); err != nil {
-		return nil, err
-	}
-	return &pb.LeaseRevokeResponse{Header: &pb.ResponseHeader{Revision: d.rev}}, nil
-}
-
-func (ml *memberLeases) applyCheckpoint(kv *kvstore.Store, r *pb.LeaseCheckpointRequest) (*pb.LeaseCheckpointResponse, error) {
-	ml.lessor.ApplyCheckpoint(kv, r.Checkpoints)
-	return &pb.LeaseCheckpointResponse{Header: &pb.ResponseHeader{Revision: writeRev(kv)}}, nil
-}
-
 // LeaseGrant grants a lease through Raft. The TTL is normalised and, when
 // the client leaves the ID to the server, a unique positive ID is chosen
 // here, before proposing, so that every member applies the same grant.
@@ -227,7 +178,7 @@ func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.L
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.LeaseGrantResponse), nil
+	return res.Resp.(*pb.LeaseGrantResponse), nil
 }
 
 // LeaseRevoke revokes a lease and deletes its keys through Raft.
@@ -236,7 +187,7 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
-	return res.resp.(*pb.LeaseRevokeResponse), nil
+	return res.Resp.(*pb.LeaseRevokeResponse), nil
 }
 
 // LeaseRenew is one keep-alive, answered by the leader's clock

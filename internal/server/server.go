@@ -26,6 +26,7 @@ import (
 	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memlimit"
 	"github.com/metastore-io/metastore/internal/raftnode"
+	"github.com/metastore-io/metastore/internal/statemachine"
 	"github.com/metastore-io/metastore/internal/transport"
 	"github.com/metastore-io/metastore/internal/watch"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
@@ -65,7 +66,7 @@ type Config struct {
 	MaxLearners int
 
 	// QuotaBackendBytes is --quota-backend-bytes: 0 etcd's default of
-	// 2 GiB, negative no quota (quota.go).
+	// 2 GiB, negative no quota (statemachine.Quota).
 	QuotaBackendBytes int64
 	// SnapshotCatchUpEntries is --snapshot-catchup-entries (0: etcd's 5000,
 	// at most half of SnapshotCount); DisablePreVote is --pre-vote=false;
@@ -167,13 +168,13 @@ type Server struct {
 	renewals *renewBatcher
 	hub      *watch.Hub // delivers committed events to watchers
 	// notices are what apply leaves for the member to do through raft
-	// (notices.go).
-	notices *applyNotices
-	auth    *auth.Store // users, roles, tokens; replicated in the store's auth bucket
-	applied watermark   // the applied raft index
+	// (the loop in notices.go acts on them).
+	notices *statemachine.Notices
+	auth    *auth.Store            // users, roles, tokens; replicated in the store's auth bucket
+	applied statemachine.Watermark // the applied raft index
 	// compacted is the store's finished compaction revision (the last
 	// one whose old revisions are all deleted), for physical compactions.
-	compacted watermark
+	compacted statemachine.Watermark
 	// transport carries raft traffic and forwarded requests to the other
 	// members; peers is what it has been told about them (apply goroutine).
 	transport *transport.Transport
@@ -181,9 +182,9 @@ type Server struct {
 	learner   atomic.Bool    // this member is a learner (as of the last change)
 	metrics   *serverMetrics // the etcd_server_* series of this layer (metrics.go)
 
-	alarms *alarmStore  // active alarms, replicated (alarm.go)
-	quota  backendQuota // --quota-backend-bytes
-	ops    *opsMetrics  // quota and alarm series
+	alarms *statemachine.Alarms // active alarms, replicated
+	quota  statemachine.Quota   // --quota-backend-bytes
+	ops    *opsMetrics          // quota and alarm series
 	// compactor is the auto-compaction loop, nil without one; it runs
 	// from New to stop and proposes only while this member leads.
 	compactor *compactor.Compactor
@@ -281,8 +282,8 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 		failed:     make(chan struct{}),
 		removed:    make(chan struct{}),
 		peers:      newPeerSet(who.memberID),
-		alarms:     newAlarmStore(),
-		notices:    newApplyNotices(),
+		alarms:     statemachine.NewAlarms(),
+		notices:    statemachine.NewNotices(),
 
 		defragLogEvery: defragProgressInterval,
 	}
@@ -316,16 +317,16 @@ func (s *Server) openStore() error {
 	if cfg.UnsafeNoFsync {
 		s.log.Warn("--unsafe-no-fsync is set: the WAL and snapshot files are never fsynced; a crash or power loss loses acknowledged writes (for tests only)")
 	}
-	s.quota = newBackendQuota(cfg.QuotaBackendBytes, s.kv.Size, cfg.Logger)
+	s.quota = statemachine.NewQuota(cfg.QuotaBackendBytes, s.kv.Size, cfg.Logger)
 	s.ops = newOpsMetrics(cfg.Metrics, cfg.Logger)
-	s.ops.quotaBytes.Set(float64(s.quota.limit))
-	if err := s.alarms.load(s.kv); err != nil {
+	s.ops.quotaBytes.Set(float64(s.quota.Limit()))
+	if err := s.alarms.Load(s.kv); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.ops.alarmsChanged(s.alarms.get(pb.AlarmType_NONE))
+	s.ops.alarmsChanged(s.alarms.Get(pb.AlarmType_NONE))
 	authOpts := cfg.Auth
 	authOpts.Logger = cfg.Logger.With("component", "auth")
-	authOpts.WaitApplied = s.applied.wait
+	authOpts.WaitApplied = s.applied.Wait
 	if s.auth, err = auth.New(s.kv, authOpts); err != nil {
 		return fmt.Errorf("server: open auth store: %w", err)
 	}
@@ -333,8 +334,8 @@ func (s *Server) openStore() error {
 		return err
 	}
 	applied, _ := s.kv.ConsistentIndex()
-	s.applied.advance(applied)
-	noteCompaction(s.kv, &s.compacted)
+	s.applied.Advance(applied)
+	statemachine.NoteCompaction(s.kv, &s.compacted)
 	s.hub, err = watch.NewHub(s.kv, watch.Options{
 		Logger:                 cfg.Logger.With("component", "watch"),
 		Metrics:                cfg.Metrics,
@@ -376,8 +377,8 @@ func (s *Server) closeStore() {
 }
 
 // startRaft creates the peer transport, which the raft node attaches
-// itself to before raft runs, and starts the node with the applier as its
-// state machine; then the corruption checker, which reads through raft.
+// itself to before raft runs, and starts the node with the replicated state machine
+// (internal/statemachine); then the corruption checker, which reads through raft.
 func (s *Server) startRaft(who identity) error {
 	cfg := s.cfg
 	tr, err := transport.New(transport.Config{
@@ -398,7 +399,7 @@ func (s *Server) startRaft(who identity) error {
 	if err := s.registerForwardHandlers(); err != nil {
 		return err
 	}
-	applier := newApplier(s.applyDeps())
+	sm := s.stateMachine()
 	if s.compactor, err = s.newAutoCompactor(); err != nil {
 		return err
 	}
@@ -428,7 +429,7 @@ func (s *Server) startRaft(who identity) error {
 		Metrics:                    cfg.Metrics,
 		OnLeaderChange:             s.leaderChanged,
 		Transport:                  tr,
-	}, applier)
+	}, sm)
 	if err != nil {
 		return fmt.Errorf("server: start raft: %w", err)
 	}
@@ -444,26 +445,31 @@ func (s *Server) startRaft(who identity) error {
 	return nil
 }
 
-// applyDeps are the parts the applier works on, all built by now.
-func (s *Server) applyDeps() applyDeps {
-	return applyDeps{
-		log:          s.log,
-		kv:           s.kv,
-		leases:       s.leases,
-		cluster:      s.cluster,
-		auth:         s.auth,
-		hub:          s.hub,
-		alarms:       s.alarms,
-		quota:        s.quota,
-		ops:          s.ops,
-		metrics:      s.metrics,
-		wait:         s.wait,
-		applied:      &s.applied,
-		compacted:    &s.compacted,
-		notices:      s.notices,
-		peersChanged: s.syncPeers,
-		fatal:        s.fatal,
-	}
+// stateMachine builds the replicated state machine over the parts it
+// applies to, all built by now; the hooks reach only parts built before
+// it.
+func (s *Server) stateMachine() *statemachine.StateMachine {
+	return statemachine.New(statemachine.Deps{
+		Log:         s.log,
+		KV:          s.kv,
+		Lessor:      s.leases.lessor,
+		Cluster:     s.cluster,
+		Auth:        s.auth,
+		Alarms:      s.alarms,
+		Quota:       s.quota,
+		Hub:         s.hub,
+		Waiter:      s.wait,
+		Notices:     s.notices,
+		Applied:     &s.applied,
+		Compacted:   &s.compacted,
+		LeaderEntry: s.leases.leaderEntryApplied,
+		ObserveApply: func(req *pb.InternalRaftRequest, err error, took time.Duration) {
+			s.metrics.observeApply(s.log, applyOpOf(req), err, took)
+		},
+		AlarmsChanged: s.ops.alarmsChanged,
+		PeersChanged:  s.syncPeers,
+		Fatal:         s.fatal,
+	})
 }
 
 // startServing starts the notice loop, the lessor, the auto-compactor and the corruption
@@ -597,7 +603,7 @@ func (s *Server) Status() Status {
 		DBSize:      s.kv.Size(),
 		DBSizeInUse: s.kv.SizeInUse(),
 		IsLearner:   s.cluster.IsLearner(s.id),
-		QuotaBytes:  s.quota.limit,
+		QuotaBytes:  s.quota.Limit(),
 	}
 }
 

@@ -329,7 +329,7 @@ func finishRevisions(kv *kvstore.Store, scheduledCompact int64, cfg RestoreConfi
 }
 
 // resetMembers replaces the member list with the initial cluster's, as
-// the applier records it from a new cluster's bootstrap entries, and
+// the state machine records it from a new cluster's bootstrap entries, and
 // keeps the recorded cluster version.
 func resetMembers(kv *kvstore.Store, who identity) error {
 	var old [][]byte

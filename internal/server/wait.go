@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 // waitShards spreads registrations over several mutexes so that many
@@ -49,7 +51,7 @@ type waitShard struct {
 }
 
 type waitEntry struct {
-	ch       chan applyResult
+	ch       chan statemachine.Result
 	deadline time.Time // zero: none
 }
 
@@ -63,24 +65,24 @@ func newWaitRegistry() *waitRegistry {
 
 // Register returns the channel on which the result for id arrives. The
 // channel is buffered so that Trigger never blocks the apply loop.
-func (w *waitRegistry) Register(id uint64) <-chan applyResult {
+func (w *waitRegistry) Register(id uint64) <-chan statemachine.Result {
 	return w.register(id, time.Time{})
 }
 
 // RegisterUntil is Register with a deadline, after which the result is
 // errWaitExpired.
-func (w *waitRegistry) RegisterUntil(id uint64, deadline time.Time) <-chan applyResult {
+func (w *waitRegistry) RegisterUntil(id uint64, deadline time.Time) <-chan statemachine.Result {
 	return w.register(id, deadline)
 }
 
-func (w *waitRegistry) register(id uint64, deadline time.Time) <-chan applyResult {
-	e := waitEntry{ch: make(chan applyResult, 1), deadline: deadline}
+func (w *waitRegistry) register(id uint64, deadline time.Time) <-chan statemachine.Result {
+	e := waitEntry{ch: make(chan statemachine.Result, 1), deadline: deadline}
 	s := &w.shards[id%waitShards]
 	s.mu.Lock()
 	if s.closed != nil {
 		err := s.closed
 		s.mu.Unlock()
-		e.ch <- applyResult{err: err}
+		e.ch <- statemachine.Result{Err: err}
 		return e.ch
 	}
 	s.m[id] = e
@@ -108,7 +110,7 @@ func (w *waitRegistry) take(id uint64) (waitEntry, bool) {
 }
 
 // Trigger delivers the result for id if someone waits for it.
-func (w *waitRegistry) Trigger(id uint64, r applyResult) {
+func (w *waitRegistry) Trigger(id uint64, r statemachine.Result) {
 	if e, ok := w.take(id); ok {
 		e.ch <- r
 	}
@@ -127,7 +129,7 @@ func (w *waitRegistry) expire(now time.Time) {
 			if !e.deadline.IsZero() && !e.deadline.After(now) {
 				delete(s.m, id)
 				w.timed.Add(-1)
-				e.ch <- applyResult{err: errWaitExpired}
+				e.ch <- statemachine.Result{Err: errWaitExpired}
 			}
 		}
 		s.mu.Unlock()
@@ -147,7 +149,7 @@ func (w *waitRegistry) close(err error) {
 			if !e.deadline.IsZero() {
 				w.timed.Add(-1)
 			}
-			e.ch <- applyResult{err: err}
+			e.ch <- statemachine.Result{Err: err}
 		}
 		s.mu.Unlock()
 	}

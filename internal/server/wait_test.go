@@ -4,17 +4,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 func TestWaitRegistryDeliversOnce(t *testing.T) {
 	w := newWaitRegistry()
 	ch := w.Register(7)
-	w.Trigger(7, applyResult{resp: "ok"})
-	w.Trigger(7, applyResult{resp: "again"}) // no waiter any more: no-op
+	w.Trigger(7, statemachine.Result{Resp: "ok"})
+	w.Trigger(7, statemachine.Result{Resp: "again"}) // no waiter any more: no-op
 	select {
 	case r := <-ch:
-		if r.resp != "ok" {
-			t.Fatalf("got %v", r.resp)
+		if r.Resp != "ok" {
+			t.Fatalf("got %v", r.Resp)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("result not delivered")
@@ -30,8 +32,8 @@ func TestWaitRegistryCancelAndUnknown(t *testing.T) {
 	w := newWaitRegistry()
 	ch := w.Register(1)
 	w.Cancel(1)
-	w.Trigger(1, applyResult{resp: "late"})
-	w.Trigger(12345, applyResult{}) // replayed entry nobody waits for
+	w.Trigger(1, statemachine.Result{Resp: "late"})
+	w.Trigger(12345, statemachine.Result{}) // replayed entry nobody waits for
 	select {
 	case r := <-ch:
 		t.Fatalf("cancelled waiter got %v", r)
@@ -50,10 +52,10 @@ func TestWaitRegistryExpires(t *testing.T) {
 	future := w.RegisterUntil(2, now.Add(time.Hour))
 	untimed := w.Register(3)
 	w.expire(now)
-	if r := <-past; r.err != errWaitExpired {
-		t.Fatalf("past deadline: %v, want errWaitExpired", r.err)
+	if r := <-past; r.Err != errWaitExpired {
+		t.Fatalf("past deadline: %v, want errWaitExpired", r.Err)
 	}
-	for _, ch := range []<-chan applyResult{future, untimed} {
+	for _, ch := range []<-chan statemachine.Result{future, untimed} {
 		select {
 		case r := <-ch:
 			t.Fatalf("answered before its deadline: %v", r)
@@ -73,25 +75,25 @@ func TestWaitRegistryExpires(t *testing.T) {
 	soon := w.RegisterUntil(4, time.Now().Add(expiryInterval))
 	select {
 	case r := <-soon:
-		if r.err != errWaitExpired {
-			t.Fatalf("expiry loop answered %v", r.err)
+		if r.Err != errWaitExpired {
+			t.Fatalf("expiry loop answered %v", r.Err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("expiry loop did not answer a wait past its deadline")
 	}
 	close(stop)
 	<-done
-	for _, ch := range []<-chan applyResult{future, untimed, w.Register(5)} {
+	for _, ch := range []<-chan statemachine.Result{future, untimed, w.Register(5)} {
 		select {
 		case r := <-ch:
-			if r.err != ErrStopped {
-				t.Fatalf("after stop: %v, want ErrStopped", r.err)
+			if r.Err != ErrStopped {
+				t.Fatalf("after stop: %v, want ErrStopped", r.Err)
 			}
 		default:
 			t.Fatal("a wait was not answered when the loop stopped")
 		}
 	}
-	w.Trigger(2, applyResult{resp: "late"}) // answered already: no-op, no block
+	w.Trigger(2, statemachine.Result{Resp: "late"}) // answered already: no-op, no block
 	if n := w.timed.Load(); n != 0 {
 		t.Fatalf("%d timed waits counted after stop, want 0", n)
 	}

@@ -1,4 +1,4 @@
-package server
+package statemachine
 
 import (
 	"testing"
@@ -9,34 +9,34 @@ import (
 // and the loop takes them all, in the order they were posted, after one
 // wake-up.
 func TestApplyNoticesNeverBlockAndKeepOrder(t *testing.T) {
-	q := newApplyNotices()
+	q := NewNotices()
 	posted := make(chan struct{})
 	go func() {
 		defer close(posted)
 		for term := uint64(1); term <= 100; term++ {
-			q.post(applyNotice{kind: noticeClusterVersion, term: term})
+			q.post(Notice{Kind: NoticeClusterVersion, Term: term})
 		}
 	}()
 	select {
 	case <-posted:
-	case <-time.After(testTimeout):
+	case <-time.After(10 * time.Second):
 		t.Fatal("post blocked with nobody taking")
 	}
 	select {
-	case <-q.wake:
+	case <-q.Wake():
 	default:
 		t.Fatal("no wake-up pending after posts")
 	}
-	got := q.take()
+	got := q.Take()
 	if len(got) != 100 {
 		t.Fatalf("took %d notices, want 100", len(got))
 	}
 	for i, n := range got {
-		if n.term != uint64(i+1) {
-			t.Fatalf("notice %d has term %d, want %d", i, n.term, i+1)
+		if n.Term != uint64(i+1) {
+			t.Fatalf("notice %d has term %d, want %d", i, n.Term, i+1)
 		}
 	}
-	if rest := q.take(); len(rest) != 0 {
+	if rest := q.Take(); len(rest) != 0 {
 		t.Fatalf("%d notices left after take", len(rest))
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package statemachine
 
 import (
 	"encoding/binary"
@@ -33,7 +33,7 @@ type memberChange struct {
 	// for a bootstrap entry without a record, which changes nothing.
 	member *membershippb.Member
 	// promote marks an AddNode naming an existing learner (see
-	// Server.promoteAsLeader).
+	// the member's promoteAsLeader).
 	promote bool
 }
 
@@ -47,11 +47,11 @@ type memberChange struct {
 // restart) the decision is the one recorded in vetoBucket when it was
 // applied: the member list has moved past it and would decide otherwise
 // (it would refuse an add it has since made).
-func (a *applier) ValidateConfChange(index uint64, cc raftpb.ConfChangeI) error {
-	if index <= a.AppliedIndex() {
-		return a.recordedVeto(index)
+func (sm *StateMachine) ValidateConfChange(index uint64, cc raftpb.ConfChangeI) error {
+	if index <= sm.AppliedIndex() {
+		return sm.recordedVeto(index)
 	}
-	_, err := a.checkConfChange(cc)
+	_, err := sm.checkConfChange(cc)
 	return err
 }
 
@@ -61,30 +61,30 @@ func (a *applier) ValidateConfChange(index uint64, cc raftpb.ConfChangeI) error 
 // asked ValidateConfChange just before, against the same member list, so
 // the checks here come to the same answer, and raft's configuration
 // changed only if this one does.
-func (a *applier) applyConfChange(e *raftpb.Entry) {
+func (sm *StateMachine) applyConfChange(e *raftpb.Entry) {
 	cc, proposal, err := decodeConfChange(e)
 	if err != nil {
 		// raftnode decoded it before applying it to raft, so this cannot
 		// happen; every member would skip it alike.
-		a.log.Error("skipping undecodable conf change entry", "index", e.Index, "error", err)
+		sm.Log.Error("skipping undecodable conf change entry", "index", e.Index, "error", err)
 		return
 	}
-	changes, err := a.checkConfChange(cc)
+	changes, err := sm.checkConfChange(cc)
 	if err == nil {
 		for _, mc := range changes {
-			a.makeMemberChange(mc)
+			sm.makeMemberChange(mc)
 		}
 	} else {
-		a.kv.PutAux(vetoBucket, vetoKey(e.Index), []byte(err.Error()))
-		a.log.Warn("refused a configuration change; raft's configuration is unchanged too",
+		sm.KV.PutAux(vetoBucket, vetoKey(e.Index), []byte(err.Error()))
+		sm.Log.Warn("refused a configuration change; raft's configuration is unchanged too",
 			"index", e.Index, "error", err)
 	}
 	if proposal != 0 {
-		res := applyResult{resp: a.cluster.Members()}
+		res := Result{Resp: sm.Cluster.Members()}
 		if err != nil {
-			res = applyResult{err: err}
+			res = Result{Err: err}
 		}
-		a.results = append(a.results, pendingResult{id: proposal, res: res})
+		sm.results = append(sm.results, pending{Pending: Pending{ID: proposal, Result: res}})
 	}
 }
 
@@ -94,13 +94,13 @@ func decodeConfChange(e *raftpb.Entry) (raftpb.ConfChangeI, uint64, error) {
 	if e.Type == raftpb.EntryConfChange {
 		var cc raftpb.ConfChange
 		if err := cc.Unmarshal(e.Data); err != nil {
-			return nil, 0, fmt.Errorf("server: decode conf change at %d: %w", e.Index, err)
+			return nil, 0, fmt.Errorf("statemachine: decode conf change at %d: %w", e.Index, err)
 		}
 		return cc, cc.ID, nil
 	}
 	var cc raftpb.ConfChangeV2
 	if err := cc.Unmarshal(e.Data); err != nil {
-		return nil, 0, fmt.Errorf("server: decode conf change at %d: %w", e.Index, err)
+		return nil, 0, fmt.Errorf("statemachine: decode conf change at %d: %w", e.Index, err)
 	}
 	return cc, 0, nil
 }
@@ -109,10 +109,10 @@ func decodeConfChange(e *raftpb.Entry) (raftpb.ConfChangeI, uint64, error) {
 // member list; the first refusal refuses the whole entry. (MetaStore
 // proposes single changes only; a ConfChangeV2 is checked change by
 // change against the list as it is before the entry.)
-func (a *applier) checkConfChange(cc raftpb.ConfChangeI) ([]memberChange, error) {
+func (sm *StateMachine) checkConfChange(cc raftpb.ConfChangeI) ([]memberChange, error) {
 	var changes []memberChange
 	if v1, ok := cc.AsV1(); ok {
-		mc, err := a.checkMemberChange(v1)
+		mc, err := sm.checkMemberChange(v1)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +120,7 @@ func (a *applier) checkConfChange(cc raftpb.ConfChangeI) ([]memberChange, error)
 	}
 	v2 := cc.AsV2()
 	for _, single := range v2.Changes {
-		mc, err := a.checkMemberChange(raftpb.ConfChange{Type: single.Type, NodeID: single.NodeID, Context: v2.Context})
+		mc, err := sm.checkMemberChange(raftpb.ConfChange{Type: single.Type, NodeID: single.NodeID, Context: v2.Context})
 		if err != nil {
 			return nil, err
 		}
@@ -129,8 +129,8 @@ func (a *applier) checkConfChange(cc raftpb.ConfChangeI) ([]memberChange, error)
 	return changes, nil
 }
 
-func (a *applier) checkMemberChange(cc raftpb.ConfChange) (memberChange, error) {
-	c := a.cluster
+func (sm *StateMachine) checkMemberChange(cc raftpb.ConfChange) (memberChange, error) {
+	c := sm.Cluster
 	mc := memberChange{cc: cc}
 	switch cc.Type {
 	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
@@ -139,10 +139,10 @@ func (a *applier) checkMemberChange(cc raftpb.ConfChange) (memberChange, error) 
 		}
 		var m membershippb.Member
 		if err := m.Unmarshal(cc.Context); err != nil {
-			return mc, fmt.Errorf("server: decode member of conf change: %w", err)
+			return mc, fmt.Errorf("statemachine: decode member of conf change: %w", err)
 		}
 		if m.ID != cc.NodeID {
-			return mc, fmt.Errorf("server: conf change for node %x carries member %x", cc.NodeID, m.ID)
+			return mc, fmt.Errorf("statemachine: conf change for node %x carries member %x", cc.NodeID, m.ID)
 		}
 		mc.member = &m
 		if cc.Type == raftpb.ConfChangeAddNode && c.Member(m.ID) != nil {
@@ -155,18 +155,18 @@ func (a *applier) checkMemberChange(cc raftpb.ConfChange) (memberChange, error) 
 	case raftpb.ConfChangeUpdateNode:
 		var m membershippb.Member
 		if err := m.Unmarshal(cc.Context); err != nil || m.RaftAttributes == nil {
-			return mc, fmt.Errorf("server: decode member of conf change: %w", errors.Join(err, errors.New("no peer URLs")))
+			return mc, fmt.Errorf("statemachine: decode member of conf change: %w", errors.Join(err, errors.New("no peer URLs")))
 		}
 		mc.member = &m
 		return mc, c.ValidateUpdate(cc.NodeID, m.RaftAttributes.PeerUrls)
 	}
-	return mc, fmt.Errorf("server: unknown conf change type %v", cc.Type)
+	return mc, fmt.Errorf("statemachine: unknown conf change type %v", cc.Type)
 }
 
 // makeMemberChange applies a checked change to the member list, in the
 // store batch of the entry.
-func (a *applier) makeMemberChange(mc memberChange) {
-	kv, c := a.kv, a.cluster
+func (sm *StateMachine) makeMemberChange(mc memberChange) {
+	kv, c := sm.KV, sm.Cluster
 	switch mc.cc.Type {
 	case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
 		if mc.member == nil {
@@ -182,16 +182,16 @@ func (a *applier) makeMemberChange(mc memberChange) {
 	case raftpb.ConfChangeUpdateNode:
 		c.SetPeerURLs(kv, mc.cc.NodeID, mc.member.RaftAttributes.PeerUrls)
 	}
-	a.membersChanged = true
+	sm.membersChanged = true
 }
 
 // recordedVeto answers for a conf change the store already holds: nil if
 // it took effect, the recorded reason if it was refused.
-func (a *applier) recordedVeto(index uint64) error {
+func (sm *StateMachine) recordedVeto(index uint64) error {
 	key := vetoKey(index)
 	var reason []byte
 	found := false
-	err := a.kv.AscendAux(vetoBucket, func(k, v []byte) bool {
+	err := sm.KV.AscendAux(vetoBucket, func(k, v []byte) bool {
 		if string(k) == string(key) {
 			reason, found = append([]byte(nil), v...), true
 			return false
@@ -202,13 +202,13 @@ func (a *applier) recordedVeto(index uint64) error {
 		// Without the record the decision is unknown; the member cannot
 		// keep raft's configuration in step and stops.
 		err = fmt.Errorf("read the record of conf change %d: %w", index, err)
-		a.fatal("replay conf change", err)
+		sm.Fatal("replay conf change", err)
 		return err
 	}
 	if !found {
 		return nil
 	}
-	return fmt.Errorf("server: conf change %d was refused when applied: %s", index, reason)
+	return fmt.Errorf("statemachine: conf change %d was refused when applied: %s", index, reason)
 }
 
 func vetoKey(index uint64) []byte {

@@ -1,10 +1,9 @@
-package server
+package statemachine
 
 import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/auth"
-	"github.com/metastore-io/metastore/internal/raftnode"
 )
 
 // The state machine's side of authorisation (etcd's authApplierV3). The
@@ -32,37 +31,32 @@ func needAdminPermission(r *pb.InternalRaftRequest) bool {
 		r.AuthRoleDelete != nil || r.AuthUserList != nil || r.AuthRoleList != nil
 }
 
-// authorize checks req against the auth state before it applies.
-func (a *applier) authorize(req *pb.InternalRaftRequest, ai *auth.AuthInfo) error {
-	as := a.auth
-	keys := a.leases.lessor.Keys
+// authorize checks req against the auth state before it applies; keys
+// lists the keys attached to a lease (the lease table's).
+func authorize(as *auth.Store, keys func(id int64) [][]byte, req *pb.InternalRaftRequest) error {
+	ai := entryAuthInfo(req)
 	switch {
 	case needAdminPermission(req):
-		return as.IsAdminPermitted(ai)
+		return as.IsAdminPermitted(&ai)
 	case req.Put != nil:
-		return as.CheckPut(ai, keys, req.Put)
+		return as.CheckPut(&ai, keys, req.Put)
 	case req.DeleteRange != nil:
-		return as.CheckDeleteRange(ai, req.DeleteRange)
+		return as.CheckDeleteRange(&ai, req.DeleteRange)
 	case req.Txn != nil:
-		return as.CheckTxn(ai, keys, req.Txn)
+		return as.CheckTxn(&ai, keys, req.Txn)
 	case req.LeaseRevoke != nil:
-		return as.CheckLeasePuts(ai, keys, req.LeaseRevoke.ID)
+		return as.CheckLeasePuts(&ai, keys, req.LeaseRevoke.ID)
 	case req.AuthUserGet != nil:
-		if err := as.IsAdminPermitted(ai); err != nil && req.AuthUserGet.Name != ai.Username {
+		if err := as.IsAdminPermitted(&ai); err != nil && req.AuthUserGet.Name != ai.Username {
 			return err
 		}
 	case req.AuthRoleGet != nil:
-		if err := as.IsAdminPermitted(ai); err != nil && !as.HasRole(ai.Username, req.AuthRoleGet.Role) {
+		if err := as.IsAdminPermitted(&ai); err != nil && !as.HasRole(ai.Username, req.AuthRoleGet.Role) {
 			return err
 		}
 	}
 	return nil
 }
-
-var _ raftnode.RecoveredCommitObserver = (*applier)(nil)
-
-// RecoveredCommit records where the replay of a restart ends.
-func (a *applier) RecoveredCommit(index uint64) { a.replayedUpTo = index }
 
 // isAuthRequest reports whether req is one of the Auth service's.
 func isAuthRequest(r *pb.InternalRaftRequest) bool {
@@ -71,8 +65,8 @@ func isAuthRequest(r *pb.InternalRaftRequest) bool {
 
 // applyAuth applies an Auth service request; index is the entry's raft
 // index (part of a simple token).
-func (a *applier) applyAuth(req *pb.InternalRaftRequest, index uint64) applyResult {
-	as, w := a.auth, a.kv
+func (sm *StateMachine) applyAuth(req *pb.InternalRaftRequest, index uint64) Result {
+	as, w := sm.Auth, sm.KV
 	hdr := &pb.ResponseHeader{}
 	var resp any
 	var err error
@@ -86,7 +80,7 @@ func (a *applier) applyAuth(req *pb.InternalRaftRequest, index uint64) applyResu
 	case req.AuthStatus != nil:
 		enabled, rev := as.AuthStatus()
 		resp = &pb.AuthStatusResponse{Header: hdr, Enabled: enabled, AuthRevision: rev}
-	case req.Authenticate != nil && index <= a.replayedUpTo:
+	case req.Authenticate != nil && index <= sm.replayedUpTo:
 		// A replay after a restart: the token was issued by the previous
 		// process and, like etcd's, dies with it. Nobody waits for this
 		// answer.
@@ -136,7 +130,7 @@ func (a *applier) applyAuth(req *pb.InternalRaftRequest, index uint64) applyResu
 		resp = &pb.AuthRoleDeleteResponse{Header: hdr}
 	}
 	if err != nil {
-		return applyResult{err: err}
+		return Result{Err: err}
 	}
-	return applyResult{resp: resp}
+	return Result{Resp: resp}
 }

@@ -44,6 +44,9 @@ func NewSession(client *clientv3.Client, opts ...SessionOption) (*Session, error
 	for _, apply := range opts {
 		apply(&o)
 	}
+	if o.borrowed {
+		return newBorrowedSession(client, o), nil
+	}
 
 	leaseID, ttl, sent, err := startLease(client, o)
 	if err != nil {
@@ -80,6 +83,22 @@ func NewSession(client *clientv3.Client, opts ...SessionOption) (*Session, error
 		renewer.Stop()
 	}()
 	return s, nil
+}
+
+// newBorrowedSession is the session of WithBorrowedLease: no request, no
+// renewer, no deadline; it ends with its context or the client.
+func newBorrowedSession(client *clientv3.Client, o sessionOptions) *Session {
+	ctx, cancel := context.WithCancel(o.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		select {
+		case <-ctx.Done():
+		case <-client.Ctx().Done():
+		}
+	}()
+	return &Session{client: client, opts: o, leaseID: o.leaseID, ctx: ctx, cancel: cancel, done: done}
 }
 
 // startLease grants the session's lease, or renews the adopted one once,
@@ -131,12 +150,22 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // Deadline is the holder deadline of the last confirmed renewal: the
 // session ends then unless a later renewal is confirmed first. It is a
 // MetaStore addition to etcd's API.
-func (s *Session) Deadline() time.Time { return s.renewer.Deadline() }
+// A session on a borrowed lease (WithBorrowedLease) knows no deadline:
+// it returns the zero time.
+func (s *Session) Deadline() time.Time {
+	if s.renewer == nil {
+		return time.Time{}
+	}
+	return s.renewer.Deadline()
+}
 
 // expired reports whether the session ended on its own: its holder
 // deadline passed or the server said its lease is gone (not Orphan,
 // Close, or the end of its context).
 func (s *Session) expired() bool {
+	if s.renewer == nil {
+		return false // borrowed: the lease's owner judges
+	}
 	err := s.renewer.Err()
 	return errors.Is(err, renewal.ErrDeadlinePassed) || errors.Is(err, renewal.ErrLeaseGone)
 }
@@ -166,6 +195,7 @@ type sessionOptions struct {
 	ctx          context.Context
 	lockDelay    time.Duration
 	lockDelaySet bool // else the default for the TTL
+	borrowed     bool // WithBorrowedLease: never renewed or revoked here
 }
 
 // SessionOption configures NewSession.
@@ -186,6 +216,18 @@ func WithTTL(ttl int) SessionOption {
 // leadership) a previous run of the process held.
 func WithLease(leaseID clientv3.LeaseID) SessionOption {
 	return func(o *sessionOptions) { o.leaseID = leaseID }
+}
+
+// WithBorrowedLease makes the session use a lease that somebody else
+// keeps alive, as etcd's Lock and Election services use their caller's:
+// NewSession makes no request (etcd's WithLease session does none before
+// returning either), the session never renews the lease, knows no holder
+// deadline (Deadline is the zero time) and ends only with its context or
+// the client. Close still revokes the lease. It is a MetaStore addition to
+// etcd's API, for servers acting on a caller's behalf; a holder that
+// renews its own lease wants WithLease.
+func WithBorrowedLease(leaseID clientv3.LeaseID) SessionOption {
+	return func(o *sessionOptions) { o.leaseID, o.borrowed = leaseID, true }
 }
 
 // WithContext sets the context that bounds NewSession and Close and parents

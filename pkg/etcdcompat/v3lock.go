@@ -119,8 +119,8 @@ func NewLockServer(client *clientv3.Client) v3lockpb.LockServer {
 }
 
 // Lock waits for the named mutex under the caller's lease. The lease
-// belongs to the caller, who keeps it alive: the session is orphaned at
-// once so that this server never renews or revokes it.
+// belongs to the caller, who keeps it alive: the session borrows it, so
+// this server never renews or revokes it.
 func (s *lockService) Lock(ctx context.Context, req *v3lockpb.LockRequest) (*v3lockpb.LockResponse, error) {
 	session, err := callerSession(ctx, s.client, req.Lease)
 	if err != nil {
@@ -144,18 +144,15 @@ func (s *lockService) Unlock(ctx context.Context, req *v3lockpb.UnlockRequest) (
 }
 
 // callerSession wraps the caller's lease in a session bound to the RPC's
-// context and stops renewing it straight away: the lease is the caller's
-// to keep alive. Errors are returned as they come, like etcd's services
-// return them.
+// context that never renews it: the lease is the caller's to keep alive.
+// Like etcd's services it makes no request of its own (a renewal here
+// would wait a whole request timeout without quorum before the call's own
+// request waits another). Errors are returned as they come, like etcd's
+// services return them.
 func callerSession(ctx context.Context, client *clientv3.Client, lease int64) (*concurrency.Session, error) {
-	session, err := concurrency.NewSession(client,
-		concurrency.WithLease(clientv3.LeaseID(lease)),
+	return concurrency.NewSession(client,
+		concurrency.WithBorrowedLease(clientv3.LeaseID(lease)),
 		concurrency.WithContext(ctx))
-	if err != nil {
-		return nil, err
-	}
-	session.Orphan()
-	return session, nil
 }
 
 // registerLockGateway adds etcd's JSON routes of the Lock service,

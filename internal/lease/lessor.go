@@ -117,6 +117,14 @@ type Lessor struct {
 	epoch time.Time // zero of the monotonic scale expiries are kept on
 	m     *metrics
 
+	// mu guards the table and the clock's state: leases, pending,
+	// recovering, primary, demotec, promotec, expiry and checkpoints.
+	// Lock order: mu is a leaf. It is held only while those are read or
+	// updated; nothing else is locked, no proposal is made, no store or
+	// Config callback is called and no channel is waited on under it
+	// (closing a lease's revokec is the one channel operation, and it
+	// does not block). Proposals (revokes, checkpoints) are made after
+	// Unlock, so an apply that takes mu never waits behind one.
 	mu     sync.RWMutex
 	leases map[int64]*leaseState
 	// pending holds keys attached to leases without a record yet: while

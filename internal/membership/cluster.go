@@ -54,6 +54,10 @@ type Cluster struct {
 	localID   uint64
 	clusterID uint64 // set once by New
 
+	// mu guards members, removed and version. Lock order: mu is a leaf,
+	// held only while they are read or replaced; the mutating methods
+	// write the entry's AuxWriter after Unlock, so no other lock and no
+	// I/O is ever taken under it.
 	mu      sync.RWMutex
 	members map[uint64]*membershippb.Member
 	removed map[uint64]bool

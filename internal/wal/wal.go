@@ -92,6 +92,12 @@ type WAL struct {
 	opts Options
 	meta Metadata
 
+	// mu guards every field below. Lock order: mu is a leaf, the only
+	// lock of the package, and the one lock in MetaStore held across
+	// file I/O: appends, fsyncs and segment cuts must happen in order,
+	// so a Save holds it through its write and sync. Options.SyncFile and
+	// Options.OnWrite run under it and must not call back into the WAL
+	// or take a lock a WAL caller may hold.
 	mu       sync.Mutex
 	segments []segment
 	// retired are released segments kept for Options.MaxFiles, oldest

@@ -64,7 +64,7 @@ deps:
 build:
 	$(GO) build -o $(METASTORE) ./cmd/metastore
 
-# MetaStore with the disk-fault seam (internal/diskfault), for test/faults.
+# MetaStore with the disk-fault seam (internal/faults/diskfault), for test/faults.
 build-faults:
 	$(GO) build -tags faultinject -o $(BIN_DIR)/metastore-faults ./cmd/metastore
 

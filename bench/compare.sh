@@ -75,7 +75,7 @@
 #   TLS=1                      the servers serve https with client certificate
 #                              authentication (--cert-file, --key-file,
 #                              --trusted-ca-file, --client-cert-auth; certificates
-#                              from bench/tlscerts), and the tool connects with
+#                              from test/tlscerts), and the tool connects with
 #                              --cacert/--cert/--key
 #   AUTH_USER=root:secret      enable authentication (root user and role) on the
 #                              servers and run the tool as that user (--user)

@@ -43,7 +43,7 @@ scheme=http
 server_tls_flags=()
 client_tls_flags=() # for etcdctl and the benchmark tool
 
-# setup_tls: certificates in $work/pki (bench/tlscerts), and the flags
+# setup_tls: certificates in $work/pki (test/tlscerts), and the flags
 # that make the servers, etcdctl and the benchmark tool use them.
 setup_tls() {
 	local pki="$work/pki"

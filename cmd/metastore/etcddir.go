@@ -5,9 +5,9 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/metastore-io/metastore/internal/etcddir"
+	"github.com/metastore-io/metastore/internal/format/etcddir"
+	"github.com/metastore-io/metastore/internal/host/progress"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/progress"
 )
 
 // convertEtcdDataDir converts --data-dir in place if it holds a member of

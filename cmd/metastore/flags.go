@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/metastore-io/metastore/internal/gcheadroom"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
+	"github.com/metastore-io/metastore/internal/host/gcheadroom"
 	"github.com/metastore-io/metastore/internal/lockservice"
-	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 )
 

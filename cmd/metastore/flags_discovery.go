@@ -17,8 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/metastore-io/metastore/internal/membership"
-	"github.com/metastore-io/metastore/internal/v3discovery"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
+	"github.com/metastore-io/metastore/internal/cluster/v3discovery"
 )
 
 // discoveryFlags are etcd's bootstrap-by-discovery flags: v2 discovery

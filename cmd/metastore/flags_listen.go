@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 )
 
 // listenFlags are etcd's listener flags beyond the client and peer URLs.

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/metastore-io/metastore/internal/logging"
+	"github.com/metastore-io/metastore/internal/host/logging"
 )
 
 // logFlags are etcd's logging flags (--logger, --log-*).

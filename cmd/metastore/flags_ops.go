@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/metastore-io/metastore/internal/compactor"
+	"github.com/metastore-io/metastore/internal/kvstore/compactor"
 	"github.com/metastore-io/metastore/internal/server"
 )
 

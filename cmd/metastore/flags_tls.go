@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/metastore-io/metastore/internal/tlsutil"
-	"github.com/metastore-io/metastore/internal/transport"
+	"github.com/metastore-io/metastore/internal/cluster/transport"
+	"github.com/metastore-io/metastore/internal/host/tlsutil"
 )
 
 // tlsFlags are etcd's client and peer TLS flags (server/embed/config.go),

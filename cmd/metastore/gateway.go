@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/metastore-io/metastore/internal/logging"
-	"github.com/metastore-io/metastore/internal/sdnotify"
-	"github.com/metastore-io/metastore/internal/tcpproxy"
+	"github.com/metastore-io/metastore/internal/cluster/tcpproxy"
+	"github.com/metastore-io/metastore/internal/host/logging"
+	"github.com/metastore-io/metastore/internal/host/sdnotify"
 )
 
 // gatewayOptions are `etcd gateway start`'s flags, names and defaults.
@@ -31,7 +31,7 @@ type gatewayOptions struct {
 }
 
 // newGatewayCommand is `metastore gateway start`, etcd's L4 gateway: a
-// TCP proxy in front of the cluster's client URLs (internal/tcpproxy).
+// TCP proxy in front of the cluster's client URLs (internal/cluster/tcpproxy).
 func newGatewayCommand() *cobra.Command {
 	gw := &cobra.Command{
 		Use:   "gateway <subcommand>",

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/metastore-io/metastore/internal/host/tlsutil"
 	"github.com/metastore-io/metastore/internal/server"
-	"github.com/metastore-io/metastore/internal/tlsutil"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/metastore-io/metastore/internal/logging"
+	"github.com/metastore-io/metastore/internal/host/logging"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 

@@ -7,11 +7,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/metastore-io/metastore/internal/backup"
-	"github.com/metastore-io/metastore/internal/etcdsnap"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
+	"github.com/metastore-io/metastore/internal/format/backup"
+	"github.com/metastore-io/metastore/internal/format/etcddb"
+	"github.com/metastore-io/metastore/internal/host/progress"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/membership"
-	"github.com/metastore-io/metastore/internal/progress"
 	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
@@ -130,7 +130,7 @@ func restoreSnapshot(o *options, r *restoreFlags, path string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	isEtcd, err := etcdsnap.IsDBFile(path)
+	isEtcd, err := etcddb.IsDBFile(path)
 	if err != nil {
 		return err
 	}
@@ -165,12 +165,12 @@ func restoreSnapshot(o *options, r *restoreFlags, path string) error {
 
 // readSnapshotStatus reads the status of either format.
 func readSnapshotStatus(path string) (snapshotStatus, error) {
-	isEtcd, err := etcdsnap.IsDBFile(path)
+	isEtcd, err := etcddb.IsDBFile(path)
 	if err != nil {
 		return snapshotStatus{}, err
 	}
 	if isEtcd {
-		st, err := etcdsnap.ReadStatus(path)
+		st, err := etcddb.ReadStatus(path)
 		return snapshotStatus(st), err
 	}
 	st, err := backup.ReadStatus(path)

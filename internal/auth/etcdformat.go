@@ -8,7 +8,7 @@ import (
 // "authEnabled" -> {0|1} and "authRevision" -> 8-byte big-endian),
 // "authUsers" (name -> authpb.User) and "authRoles" (name -> authpb.Role),
 // with the same values as MetaStore's records. ToEtcd and FromEtcd map one
-// record between the two layouts for snapshot files (internal/etcdsnap).
+// record between the two layouts for snapshot files (internal/format/etcddb).
 const (
 	EtcdBucketAuth  = "auth"
 	EtcdBucketUsers = "authUsers"

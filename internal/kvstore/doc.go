@@ -145,7 +145,7 @@
 //	ErrInvalidSortOption -> rpctypes.ErrGRPCInvalidSortOption
 //
 // ErrClosed and ErrNotReadOnly are programming or shutdown errors with no
-// etcd counterpart. The differential test (internal/kvstore/etcddiff)
+// etcd counterpart. The differential test (test/etcddiff)
 // checks this table against a real etcd.
 //
 // # Differences from etcd

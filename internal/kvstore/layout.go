@@ -6,7 +6,7 @@ import (
 )
 
 // The backend layout, for the code that converts a whole backend to and
-// from another store's file (internal/etcdsnap writes and reads etcd's
+// from another store's file (internal/format/etcddb writes and reads etcd's
 // bbolt snapshots): everything else goes through the Store's methods.
 
 // BucketRevision and BucketMeta are the store's own buckets (see the

@@ -4,7 +4,7 @@ import "time"
 
 // Clock is the leader's clock as the lessor sees it. It is injected so
 // tests drive expiry with a fake clock instead of sleeping, and so the
-// fault-injection build can step its time of day (internal/clockfault).
+// fault-injection build can step its time of day (internal/faults/clockfault).
 // The lessor only subtracts its readings (see the timing bound in the
 // package doc): a Clock's readings must carry a monotonic reading, as
 // time.Now's do, for a step of the time of day to move no expiry.

@@ -46,7 +46,7 @@
 // Leases are measured on the leader's monotonic clock: the lessor only
 // ever subtracts two readings of its Clock (time.Time.Sub, which uses the
 // monotonic reading), so a step of the time of day on the leader (an
-// operator's date -s, an NTP step; internal/clockfault injects one)
+// operator's date -s, an NTP step; internal/faults/clockfault injects one)
 // moves no expiry. For a lease granted, or last kept alive, with TTL t:
 //
 //   - never early: it is not revoked before t has passed since the grant

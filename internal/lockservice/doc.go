@@ -11,7 +11,7 @@
 //
 // The service keeps no lock state in memory. A queue is a key prefix and
 // every contender owns one key under it, exactly the layout of etcd's mutex
-// (internal/queue): the key with the smallest create revision holds the
+// (pkg/concurrency/queue): the key with the smallest create revision holds the
 // lock. For Type "build", ResourceID "libc" and three nodes:
 //
 //	/metastore/lockservice/build:libc/node-1   create revision 41   holder, token 41

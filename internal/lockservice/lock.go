@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/metastore-io/metastore/internal/queue"
+	"github.com/metastore-io/metastore/pkg/concurrency/queue"
 	"github.com/metastore-io/metastore/pkg/lockapi"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/metastore-io/metastore/internal/queue"
+	"github.com/metastore-io/metastore/pkg/concurrency/queue"
 )
 
 // resourceQueue is where the contenders of one resource keep their keys.

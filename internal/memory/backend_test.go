@@ -5,9 +5,9 @@ import (
 
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/kvstore/backendtest"
-	"github.com/metastore-io/metastore/internal/kvstore/etcddiff"
 	"github.com/metastore-io/metastore/internal/kvstore/kvstoretest"
 	"github.com/metastore-io/metastore/internal/memory"
+	"github.com/metastore-io/metastore/test/etcddiff"
 )
 
 func newBackend(t *testing.T) kvstore.Backend {

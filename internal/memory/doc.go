@@ -31,7 +31,7 @@
 //
 // # Snapshots
 //
-// ReadView.WriteTo writes the image in internal/kvimage's framed,
+// ReadView.WriteTo writes the image in internal/format/kvimage's framed,
 // versioned format with a CRC-32C over everything (magic "MSMEMSNP"; the
 // byte layout is drawn there), and Restore parses and verifies the whole
 // stream into a new tree before swapping it in: a truncated, reordered or corrupt

@@ -6,11 +6,11 @@ import (
 
 	"github.com/google/btree"
 
-	"github.com/metastore-io/metastore/internal/kvimage"
+	"github.com/metastore-io/metastore/internal/format/kvimage"
 )
 
 // snapshotFormat names this engine's snapshot images: every key with its
-// value in ascending key order, in internal/kvimage's framing (the byte
+// value in ascending key order, in internal/format/kvimage's framing (the byte
 // layout and a worked example are in that package's doc). Version 1 was
 // an earlier framing of this engine's own; it is refused.
 var snapshotFormat = kvimage.Format{Name: "memory backend snapshot", Magic: "MSMEMSNP", Version: 2}

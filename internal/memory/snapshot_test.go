@@ -45,7 +45,7 @@ func contents(t testing.TB, b kvstore.Backend) map[string]string {
 }
 
 // TestSnapshotFormat pins the magic and version of this engine's images
-// (internal/kvimage pins the framing).
+// (internal/format/kvimage pins the framing).
 func TestSnapshotFormat(t *testing.T) {
 	b := memory.New()
 	commitPairs(t, b, "a", "xy")

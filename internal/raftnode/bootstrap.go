@@ -9,7 +9,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/wal"
 )
 
@@ -17,7 +17,7 @@ import (
 // member), restores the state machine and raft's in-memory log from them,
 // and starts raft. It sets n.wal, n.snaps, n.raft and the apply state.
 func (n *Node) bootstrap() error {
-	snaps, err := snapfile.Open(snapDir(n.cfg.DataDir), snapfile.Options{Logger: n.logger, Keep: n.cfg.MaxSnapshotFiles, NoSync: n.cfg.UnsafeNoFsync})
+	snaps, err := raftsnap.Open(snapDir(n.cfg.DataDir), raftsnap.Options{Logger: n.logger, Keep: n.cfg.MaxSnapshotFiles, NoSync: n.cfg.UnsafeNoFsync})
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}
@@ -352,7 +352,7 @@ func (n *Node) newestSnapshot(rec *wal.Recovered) (meta raftpb.SnapshotMetadata,
 	if newest.Index == 0 {
 		return meta, false, nil
 	}
-	meta, inEngine, err = n.inspectSnapshot(snapfile.Ref{Term: newest.Term, Index: newest.Index})
+	meta, inEngine, err = n.inspectSnapshot(raftsnap.Ref{Term: newest.Term, Index: newest.Index})
 	if err != nil {
 		return meta, false, fmt.Errorf("raftnode: newest snapshot (index %d, term %d) is unusable, refusing to start: %w", newest.Index, newest.Term, err)
 	}
@@ -362,7 +362,7 @@ func (n *Node) newestSnapshot(rec *wal.Recovered) (meta raftpb.SnapshotMetadata,
 // restoreFromFile replaces the state machine's state with a snapshot file.
 func (n *Node) restoreFromFile(meta raftpb.SnapshotMetadata) error {
 	start := time.Now()
-	img, err := n.snaps.OpenImage(snapfile.Ref{Term: meta.Term, Index: meta.Index})
+	img, err := n.snaps.OpenImage(raftsnap.Ref{Term: meta.Term, Index: meta.Index})
 	if err != nil {
 		return fmt.Errorf("raftnode: open snapshot %d: %w", meta.Index, err)
 	}

@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 )
 
 // StateMachine is what the replicated log drives. raftnode calls Apply,
@@ -109,7 +109,7 @@ type Transport interface {
 	// their Entries slices after it returns (copy what it queues). For a
 	// MsgSnap it must stream the snapshot file (Local.Snapshots) and call
 	// Local.ReportSnapshot when done; the receiving transport must store
-	// that file with snapfile.Store.Save before stepping the MsgSnap.
+	// that file with raftsnap.Store.Save before stepping the MsgSnap.
 	Send(msgs []raftpb.Message)
 }
 
@@ -123,7 +123,7 @@ type Local interface {
 	ReportSnapshot(id uint64, status raft.SnapshotStatus)
 	// Snapshots is the snapshot file store outgoing snapshots are read
 	// from and incoming ones saved to.
-	Snapshots() *snapfile.Store
+	Snapshots() *raftsnap.Store
 }
 
 // Config describes one member.
@@ -185,7 +185,7 @@ type Config struct {
 	// --wal-dir, for a log on its own disk).
 	WALDir string
 	// MaxSnapshotFiles is how many snapshot files are kept (etcd's
-	// --max-snapshots): 0 snapfile's default of 5, negative unlimited.
+	// --max-snapshots): 0 raftsnap's default of 5, negative unlimited.
 	MaxSnapshotFiles int
 	// MaxWALFiles is how many WAL segment files to keep, released ones
 	// included (etcd's --max-wals): 0 deletes each released segment at

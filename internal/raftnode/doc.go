@@ -9,7 +9,7 @@
 // # Data directory
 //
 //	DataDir/wal/   the Raft log (package wal)
-//	DataDir/snap/  state machine snapshot files (package snapfile)
+//	DataDir/snap/  state machine snapshot files (package raftsnap)
 //
 // No other package spells these names (files.go): ReadIdentity tells
 // whether a directory holds a log and whose it is, and Seed creates the
@@ -73,7 +73,7 @@
 // Snapshots in raft.MemoryStorage have nil Data: the image lives only in the
 // snapshot file named by (term, index). When raft sends a snapshot to a
 // lagging follower, the Transport streams that file next to the MsgSnap;
-// the receiving Transport stores it with snapfile.Store.Save (see
+// the receiving Transport stores it with raftsnap.Store.Save (see
 // Node.Snapshots) before stepping the message. The follower's raft loop
 // checks the file is there and valid, writes a snapshot-install record to
 // its WAL, and the apply loop restores the state machine from the file.
@@ -107,7 +107,7 @@
 // rule holds for every engine: a member added after the newest snapshot
 // is not in that snapshot's ConfState, and raft on the new member ignores
 // such a snapshot, so sending it would never let the member catch up.) So the transport only ever opens files
-// with a full image for a MsgSnap (snapfile.Store.OpenImage, unchanged),
+// with a full image for a MsgSnap (raftsnap.Store.OpenImage, unchanged),
 // and a member never receives a marker (persist refuses one anyway).
 //
 // Example, SnapshotCount 10000, a RocksDB member and a follower that fell

@@ -8,7 +8,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/wal"
 )
 
@@ -17,7 +17,7 @@ import (
 // WAL or snapshot files themselves.
 const (
 	walDirName  = "wal"  // the Raft log (package wal)
-	snapDirName = "snap" // snapshot files (package snapfile)
+	snapDirName = "snap" // snapshot files (package raftsnap)
 )
 
 func walDir(dataDir string) string { return filepath.Join(dataDir, walDirName) }
@@ -111,7 +111,7 @@ func SeedLog(dataDir, dedicatedWALDir string, id Identity, meta raftpb.SnapshotM
 		}
 	}
 	if meta.Index > 0 {
-		snaps, err := snapfile.Open(snapDir(dataDir), snapfile.Options{Logger: logger})
+		snaps, err := raftsnap.Open(snapDir(dataDir), raftsnap.Options{Logger: logger})
 		if err != nil {
 			return fmt.Errorf("raftnode: seed: %w", err)
 		}

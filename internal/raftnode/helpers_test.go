@@ -16,7 +16,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 )
 
 // testTimeout bounds every wait in these tests; generous for a loaded
@@ -445,7 +445,7 @@ func (t *memTransport) Attach(Local) {}
 // copySnapshot streams the sender's snapshot file for meta into the
 // receiver's store.
 func copySnapshot(from, to *Node, meta raftpb.SnapshotMetadata) error {
-	img, err := from.Snapshots().OpenImage(snapfile.Ref{Term: meta.Term, Index: meta.Index})
+	img, err := from.Snapshots().OpenImage(raftsnap.Ref{Term: meta.Term, Index: meta.Index})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/wal"
 )
 
@@ -46,7 +46,7 @@ type Node struct {
 	raft      *rawRaft
 	storage   *raft.MemoryStorage
 	wal       *wal.WAL
-	snaps     *snapfile.Store
+	snaps     *raftsnap.Store
 	transport Transport
 	metrics   *metrics
 	// heartbeats times the leader's heartbeats (raft loop only).
@@ -366,7 +366,7 @@ func (n *Node) FirstLogIndex() uint64 {
 
 // Snapshots is the member's snapshot file store: the transport reads the
 // image of an outgoing MsgSnap from it and stores an incoming one in it.
-func (n *Node) Snapshots() *snapfile.Store { return n.snaps }
+func (n *Node) Snapshots() *raftsnap.Store { return n.snaps }
 
 // Stop shuts the node down gracefully: new calls get ErrStopped, the apply
 // in progress finishes, a snapshot being written completes, and the WAL is

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/wal"
 )
 
@@ -146,7 +146,7 @@ func TestSnapshotCompactsLogAndReleasesWAL(t *testing.T) {
 	if first <= 100 {
 		t.Fatalf("raft log still starts at %d after snapshots: not compacted", first)
 	}
-	snaps, err := snapfile.Open(filepath.Join(dir, "snap"), snapfile.Options{})
+	snaps, err := raftsnap.Open(filepath.Join(dir, "snap"), raftsnap.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +154,8 @@ func TestSnapshotCompactsLogAndReleasesWAL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(refs) == 0 || len(refs) > snapfile.DefaultKeep {
-		t.Fatalf("%d snapshot files, want 1..%d", len(refs), snapfile.DefaultKeep)
+	if len(refs) == 0 || len(refs) > raftsnap.DefaultKeep {
+		t.Fatalf("%d snapshot files, want 1..%d", len(refs), raftsnap.DefaultKeep)
 	}
 	newest := refs[len(refs)-1].Index
 	if newest < 300 {
@@ -208,7 +208,7 @@ func TestCorruptNewestSnapshotRefusesToStart(t *testing.T) {
 	sm.waitPayloads(t, 40)
 	n.Stop()
 
-	snaps, err := snapfile.Open(filepath.Join(dir, "snap"), snapfile.Options{})
+	snaps, err := raftsnap.Open(filepath.Join(dir, "snap"), raftsnap.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestUnrecordedSnapshotFileIsRemoved(t *testing.T) {
 	sm.waitPayloads(t, 5)
 	n.Stop()
 	// A snapshot file whose WAL marker a crash prevented.
-	snaps, err := snapfile.Open(filepath.Join(dir, "snap"), snapfile.Options{})
+	snaps, err := raftsnap.Open(filepath.Join(dir, "snap"), raftsnap.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/testutil"
+	"github.com/metastore-io/metastore/test/testutil"
 )
 
 // waitFor polls a condition on internal state that has no event of its

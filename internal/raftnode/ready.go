@@ -9,7 +9,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/wal"
 )
 
@@ -166,7 +166,7 @@ func (n *Node) persist(rd raft.Ready) error {
 		meta := rd.Snapshot.Metadata
 		// The transport stored the image before stepping the MsgSnap; the
 		// WAL marker must never point at a file that is not there.
-		ref := snapfile.Ref{Term: meta.Term, Index: meta.Index}
+		ref := raftsnap.Ref{Term: meta.Term, Index: meta.Index}
 		_, inEngine, err := n.inspectSnapshot(ref)
 		if err != nil {
 			return fmt.Errorf("raftnode: snapshot %d from the leader has no valid file: %w", meta.Index, err)

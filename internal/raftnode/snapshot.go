@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/wal"
 )
 
@@ -54,10 +54,10 @@ func inPlace(img Image) (PersistentImage, bool) {
 	return p, true
 }
 
-// inspectSnapshot validates the file for ref (like snapfile.Store.Load) and
+// inspectSnapshot validates the file for ref (like raftsnap.Store.Load) and
 // reports whether it holds only the in-place marker. Reading a full image
 // stops at its size, so this costs one validation pass like Load.
-func (n *Node) inspectSnapshot(ref snapfile.Ref) (meta raftpb.SnapshotMetadata, inEngine bool, err error) {
+func (n *Node) inspectSnapshot(ref raftsnap.Ref) (meta raftpb.SnapshotMetadata, inEngine bool, err error) {
 	img, err := n.snaps.OpenImage(ref)
 	if err != nil {
 		return meta, false, err
@@ -241,7 +241,7 @@ func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image, persiste
 	defer img.Release()
 	start := time.Now()
 	var (
-		st  snapfile.SaveStats
+		st  raftsnap.SaveStats
 		err error
 	)
 	if persistent != nil {
@@ -303,5 +303,5 @@ func (n *Node) persistSnapshot(meta raftpb.SnapshotMetadata, img Image, persiste
 	n.metrics.snapshotWriteSeconds.Observe(st.Write.Seconds())
 	n.metrics.snapshotFsyncSeconds.Observe(st.Fsync.Seconds())
 	n.logger.Info("saved snapshot", "index", meta.Index, "term", meta.Term, "in_engine", persistent != nil,
-		"file", n.snaps.Path(snapfile.Ref{Term: meta.Term, Index: meta.Index}), "bytes", size, "took", took)
+		"file", n.snaps.Path(raftsnap.Ref{Term: meta.Term, Index: meta.Index}), "bytes", size, "took", took)
 }

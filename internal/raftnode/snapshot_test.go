@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/snapfile"
+	"github.com/metastore-io/metastore/internal/format/raftsnap"
 )
 
 // persistentSM is a fakeSM whose images persist in place, like a state
@@ -206,7 +206,7 @@ func TestRaftStorageHidesInPlaceSnapshots(t *testing.T) {
 func TestInspectSnapshotTellsMarkersFromImages(t *testing.T) {
 	dir := t.TempDir()
 	n := &Node{}
-	snaps, err := snapfile.Open(filepath.Join(dir, "snap"), snapfile.Options{})
+	snaps, err := raftsnap.Open(filepath.Join(dir, "snap"), raftsnap.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,14 +215,14 @@ func TestInspectSnapshotTellsMarkersFromImages(t *testing.T) {
 	if _, err := snaps.Save(meta, markerImage{}); err != nil {
 		t.Fatal(err)
 	}
-	_, inEngine, err := n.inspectSnapshot(snapfile.Ref{Term: meta.Term, Index: meta.Index})
+	_, inEngine, err := n.inspectSnapshot(raftsnap.Ref{Term: meta.Term, Index: meta.Index})
 	if err != nil || !inEngine {
 		t.Fatalf("marker file: inEngine %v, err %v", inEngine, err)
 	}
 	if _, err := snaps.Save(snapshotAt(8).Metadata, fakeImage{data: []byte(strings.Repeat("x", len(inPlaceMarker)))}); err != nil {
 		t.Fatal(err)
 	}
-	if _, inEngine, err := n.inspectSnapshot(snapfile.Ref{Term: 1, Index: 8}); err != nil || inEngine {
+	if _, inEngine, err := n.inspectSnapshot(raftsnap.Ref{Term: 1, Index: 8}); err != nil || inEngine {
 		t.Fatalf("image as long as the marker: inEngine %v, err %v", inEngine, err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/linxGnu/grocksdb"
 
-	"github.com/metastore-io/metastore/internal/diskfault"
+	"github.com/metastore-io/metastore/internal/faults/diskfault"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 

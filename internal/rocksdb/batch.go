@@ -8,7 +8,7 @@ import (
 
 	"github.com/linxGnu/grocksdb"
 
-	"github.com/metastore-io/metastore/internal/diskfault"
+	"github.com/metastore-io/metastore/internal/faults/diskfault"
 )
 
 var errBatchDone = errors.New("rocksdb: batch already committed")

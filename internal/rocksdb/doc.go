@@ -107,7 +107,7 @@
 // # Image format (ReadView.WriteTo, Backend.Restore)
 //
 // A stream of every key in order, framed and checksummed in
-// internal/kvimage's format with this engine's magic "MSROCKS\x00" (see
+// internal/format/kvimage's format with this engine's magic "MSROCKS\x00" (see
 // that package for the byte layout and a worked example). One content
 // has exactly one image. Restore decodes the stream into sorted SST files
 // (each about WriteBufferSize) in a staging directory, verifies the count,

@@ -1,9 +1,9 @@
 package rocksdb
 
-import "github.com/metastore-io/metastore/internal/kvimage"
+import "github.com/metastore-io/metastore/internal/format/kvimage"
 
 // imageFormat names this engine's images (ReadView.WriteTo,
-// Backend.Restore); the framing is internal/kvimage's. Bump Version when
+// Backend.Restore); the framing is internal/format/kvimage's. Bump Version when
 // the meaning of the keys changes (layout.go).
 var imageFormat = kvimage.Format{Name: "RocksDB backend image", Magic: "MSROCKS\x00", Version: 1}
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/metastore-io/metastore/internal/kvimage"
+	"github.com/metastore-io/metastore/internal/format/kvimage"
 )
 
 // encodeImage builds an image of kvs as given, without checking order, so

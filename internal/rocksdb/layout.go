@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/metastore-io/metastore/internal/fileutil"
+	"github.com/metastore-io/metastore/internal/host/fileutil"
 )
 
 // Names inside the engine directory; doc.go draws the layout.

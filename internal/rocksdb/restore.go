@@ -9,7 +9,7 @@ import (
 
 	"github.com/linxGnu/grocksdb"
 
-	"github.com/metastore-io/metastore/internal/kvimage"
+	"github.com/metastore-io/metastore/internal/format/kvimage"
 )
 
 // Restore replaces the whole content with an image written by

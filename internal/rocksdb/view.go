@@ -9,7 +9,7 @@ import (
 
 	"github.com/linxGnu/grocksdb"
 
-	"github.com/metastore-io/metastore/internal/kvimage"
+	"github.com/metastore-io/metastore/internal/format/kvimage"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -147,7 +147,7 @@ func (b boundedIterator) close() {
 	b.opts.Destroy()
 }
 
-// WriteTo streams every key of the view as an image (internal/kvimage).
+// WriteTo streams every key of the view as an image (internal/format/kvimage).
 func (v *readView) WriteTo(w io.Writer) (int64, error) {
 	if v.released.Load() {
 		return 0, errReleased

@@ -7,8 +7,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/metastore-io/metastore/internal/compactor"
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/kvstore/compactor"
 )
 
 // newAutoCompactor builds the auto-compaction loop of

@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/raft/v3"
 
-	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
 )
 

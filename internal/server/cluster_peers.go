@@ -16,7 +16,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/membershippb"
 
-	"github.com/metastore-io/metastore/internal/transport"
+	"github.com/metastore-io/metastore/internal/cluster/transport"
 )
 
 // The peer listener serves the transport and, beside it, etcd's GET

@@ -12,11 +12,11 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/lease"
-	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
 
-	"github.com/metastore-io/metastore/internal/testutil"
+	"github.com/metastore-io/metastore/test/testutil"
 )
 
 // testMember is one in-process member of a test cluster, with its peer

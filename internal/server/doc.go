@@ -14,7 +14,7 @@
 // (internal/statemachine, the raftnode.StateMachine) applies every
 // committed entry in log order to the MVCC store (internal/kvstore), the
 // lease table (internal/lease), the auth store, the member list
-// (internal/membership) and the alarms, behind the alarm, auth and quota
+// (internal/cluster/membership) and the alarms, behind the alarm, auth and quota
 // gates. A batch of entries becomes one store batch; only after that batch
 // is committed and visible to readers are the waiting callers released. A
 // write is therefore acknowledged only once it is durable on a quorum and

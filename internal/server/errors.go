@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/metastore-io/metastore/internal/membererr"
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/raftnode"
 )
 

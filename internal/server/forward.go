@@ -6,8 +6,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/transport"
 	"github.com/metastore-io/metastore/internal/lease"
-	"github.com/metastore-io/metastore/internal/transport"
 )
 
 // Methods of the requests members forward to each other over the peer

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/lease"
-	"github.com/metastore-io/metastore/internal/membership"
 )
 
 // Requests forwarded between members travel as protobuf bytes over the

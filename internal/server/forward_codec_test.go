@@ -7,8 +7,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/lease"
-	"github.com/metastore-io/metastore/internal/membership"
 )
 
 func TestForwardReplyRoundTrip(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/metastore-io/metastore/internal/cluster/transport"
 	"github.com/metastore-io/metastore/internal/lease"
-	"github.com/metastore-io/metastore/internal/transport"
 )
 
 // Keep-alives a follower forwards go to the leader in batches: every

@@ -11,7 +11,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/metastore-io/metastore/internal/clockfault"
+	"github.com/metastore-io/metastore/internal/faults/clockfault"
 	"github.com/metastore-io/metastore/internal/lease"
 	"github.com/metastore-io/metastore/internal/statemachine"
 )

@@ -13,8 +13,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/auth"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/membership"
 )
 
 // defaultWarningApplyDuration is etcd's --warning-apply-duration: an apply

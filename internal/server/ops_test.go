@@ -12,7 +12,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/memory"
-	"github.com/metastore-io/metastore/internal/testutil"
+	"github.com/metastore-io/metastore/test/testutil"
 )
 
 // Filling the quota raises this member's NOSPACE alarm through Raft; puts

@@ -20,14 +20,14 @@ import (
 	"go.etcd.io/etcd/api/v3/membershippb"
 
 	"github.com/metastore-io/metastore/internal/auth"
-	"github.com/metastore-io/metastore/internal/compactor"
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
+	"github.com/metastore-io/metastore/internal/cluster/transport"
+	"github.com/metastore-io/metastore/internal/host/memlimit"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/membererr"
-	"github.com/metastore-io/metastore/internal/membership"
-	"github.com/metastore-io/metastore/internal/memlimit"
+	"github.com/metastore-io/metastore/internal/kvstore/compactor"
 	"github.com/metastore-io/metastore/internal/raftnode"
 	"github.com/metastore-io/metastore/internal/statemachine"
-	"github.com/metastore-io/metastore/internal/transport"
 	"github.com/metastore-io/metastore/internal/watch"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
@@ -135,7 +135,7 @@ type Config struct {
 	// Memory divides the process's memory limit (GOMEMLIMIT) among what
 	// the member holds for clients: a read whose response would take
 	// more than Memory.Response() is refused, the in-memory raft log is
-	// held to Memory.RaftLog() (see internal/memlimit).
+	// held to Memory.RaftLog() (see internal/host/memlimit).
 	// The zero Budget bounds nothing beyond etcd's own limits.
 	Memory memlimit.Budget
 }

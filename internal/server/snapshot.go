@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/metastore-io/metastore/internal/etcdsnap"
+	"github.com/metastore-io/metastore/internal/format/etcddb"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -21,12 +21,12 @@ import (
 const snapshotProgressInterval = 5 * time.Second
 
 // SnapshotImage is a point-in-time image of this member's whole state in
-// etcd's snapshot format (package etcdsnap): what Maintenance.Snapshot
+// etcd's snapshot format (package etcddb): what Maintenance.Snapshot
 // streams to `etcdctl snapshot save`, so that etcdutl and etcd take the
 // file as one of their own.
 type SnapshotImage interface {
 	// Size is the number of bytes WriteTo writes; the last
-	// etcdsnap.DigestSize of them are the sha256 digest of the others.
+	// etcddb.DigestSize of them are the sha256 digest of the others.
 	Size() int64
 	// WriteTo writes the file. It stops with ErrStopped once the member
 	// begins to stop.
@@ -86,7 +86,7 @@ func (s *Server) buildSnapshotImage(ctx context.Context) (*snapshotImage, error)
 	}
 	start := time.Now()
 	view := s.kv.SnapshotView()
-	db, err := etcdsnap.Build(ctx, path, view)
+	db, err := etcddb.Build(ctx, path, view)
 	view.Release()
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -108,7 +108,7 @@ func (s *Server) buildSnapshotImage(ctx context.Context) (*snapshotImage, error)
 
 // snapshotImage is a SnapshotImage over a built etcd database.
 type snapshotImage struct {
-	db       *etcdsnap.DB
+	db       *etcddb.DB
 	log      *slog.Logger
 	stopping <-chan struct{}
 	done     func() // tells the server the view is released

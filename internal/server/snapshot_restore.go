@@ -14,11 +14,11 @@ import (
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/backup"
-	"github.com/metastore-io/metastore/internal/etcdsnap"
-	"github.com/metastore-io/metastore/internal/fileutil"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
+	"github.com/metastore-io/metastore/internal/format/backup"
+	"github.com/metastore-io/metastore/internal/format/etcddb"
+	"github.com/metastore-io/metastore/internal/host/fileutil"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
 )
 
@@ -215,7 +215,7 @@ type snapshotSource struct {
 // bbolt database's magic, or MetaStore's) and verifies the file's
 // digest before anything is created.
 func openSnapshotSource(cfg RestoreConfig) (*snapshotSource, error) {
-	isEtcd, err := etcdsnap.IsDBFile(cfg.SnapshotPath)
+	isEtcd, err := etcddb.IsDBFile(cfg.SnapshotPath)
 	if err != nil {
 		return nil, err
 	}
@@ -234,10 +234,10 @@ func openSnapshotSource(cfg RestoreConfig) (*snapshotSource, error) {
 			close: file.Close,
 		}, nil
 	}
-	if err := etcdsnap.VerifyDigest(cfg.SnapshotPath, cfg.SkipHashCheck); err != nil {
+	if err := etcddb.VerifyDigest(cfg.SnapshotPath, cfg.SkipHashCheck); err != nil {
 		return nil, err
 	}
-	file, err := etcdsnap.Open(cfg.SnapshotPath)
+	file, err := etcddb.Open(cfg.SnapshotPath)
 	if err != nil {
 		return nil, err
 	}

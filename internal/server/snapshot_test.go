@@ -14,13 +14,13 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/metastore-io/metastore/internal/backup"
-	"github.com/metastore-io/metastore/internal/etcdsnap"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
+	"github.com/metastore-io/metastore/internal/format/backup"
+	"github.com/metastore-io/metastore/internal/format/etcddb"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/memory"
 	"github.com/metastore-io/metastore/internal/rocksdb"
-	"github.com/metastore-io/metastore/internal/testutil"
+	"github.com/metastore-io/metastore/test/testutil"
 )
 
 // saveSnapshot writes s's snapshot to a file, as etcdctl snapshot save
@@ -115,7 +115,7 @@ func TestRestoredMemberHoldsTheSnapshotsState(t *testing.T) {
 			mustPut(t, src, ctx, "after-the-snapshot", 0)
 			src.Stop()
 
-			st, err := etcdsnap.ReadStatus(path)
+			st, err := etcddb.ReadStatus(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +193,7 @@ func TestSnapshotIsPointInTimeWhileWritesGoOn(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := etcdsnap.ReadStatus(path)
+	st, err := etcddb.ReadStatus(path)
 	if err != nil {
 		t.Fatal(err)
 	}

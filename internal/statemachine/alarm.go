@@ -10,8 +10,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/membererr"
 )
 
 // alarmBucket is the store's auxiliary bucket (kvstore.BucketAlarm) holding

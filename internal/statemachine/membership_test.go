@@ -6,7 +6,7 @@ import (
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 )
 
 // FuzzCheckConfChange feeds conf-change entries of any bytes (a corrupt or

@@ -6,7 +6,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/metastore-io/metastore/internal/membererr"
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 )
 
 const (

@@ -12,10 +12,10 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/auth"
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lease"
-	"github.com/metastore-io/metastore/internal/membererr"
-	"github.com/metastore-io/metastore/internal/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
 )
 

@@ -11,8 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/metastore-io/metastore/internal/diskfault"
-	"github.com/metastore-io/metastore/internal/fileutil"
+	"github.com/metastore-io/metastore/internal/faults/diskfault"
+	"github.com/metastore-io/metastore/internal/host/fileutil"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/metastore-io/metastore/internal/diskfault"
+	"github.com/metastore-io/metastore/internal/faults/diskfault"
 )
 
 // SyncData is the default Options.SyncFile: fdatasync(2), which flushes the

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/metastore-io/metastore/internal/diskfault"
+	"github.com/metastore-io/metastore/internal/faults/diskfault"
 )
 
 // SyncData is the default Options.SyncFile: a full fsync where fdatasync is

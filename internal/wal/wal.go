@@ -13,7 +13,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/diskfault"
+	"github.com/metastore-io/metastore/internal/faults/diskfault"
 )
 
 // DefaultSegmentSize is the size past which the log moves on to a new

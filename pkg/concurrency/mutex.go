@@ -10,7 +10,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/metastore-io/metastore/internal/queue"
+	"github.com/metastore-io/metastore/pkg/concurrency/queue"
 )
 
 // The errors Mutex reports; the texts are etcd's.

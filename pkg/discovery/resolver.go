@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
-	"github.com/metastore-io/metastore/internal/pause"
+	"github.com/metastore-io/metastore/pkg/internal/pause"
 )
 
 // Scheme is the URL scheme of the resolver: "metastore:///<service>".

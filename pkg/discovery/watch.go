@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/metastore-io/metastore/internal/pause"
+	"github.com/metastore-io/metastore/pkg/internal/pause"
 )
 
 // resyncPause spaces attempts to list a service again after its watch or

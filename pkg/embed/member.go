@@ -13,9 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/metastore-io/metastore/internal/cluster/membership"
+	"github.com/metastore-io/metastore/internal/host/memlimit"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/membership"
-	"github.com/metastore-io/metastore/internal/memlimit"
 	"github.com/metastore-io/metastore/internal/memory"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 	"github.com/metastore-io/metastore/internal/server"

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/metastore-io/metastore/internal/membererr"
-	"github.com/metastore-io/metastore/internal/membership"
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 )
 
 // ClusterMember is what the Cluster service, MoveLeader and the

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metastore-io/metastore/internal/auth"
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/membererr"
 )
 
 // grpcErrors maps MetaStore's errors to the gRPC statuses etcd returns for

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/lease"
-	"github.com/metastore-io/metastore/internal/membererr"
 )
 
 // fakeLeaseMember is a member with a lease table and no Raft: it answers

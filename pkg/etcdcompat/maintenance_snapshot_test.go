@@ -13,8 +13,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 
-	"github.com/metastore-io/metastore/internal/backup"
-	"github.com/metastore-io/metastore/internal/membererr"
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
+	"github.com/metastore-io/metastore/internal/format/backup"
 	"github.com/metastore-io/metastore/internal/memory"
 )
 

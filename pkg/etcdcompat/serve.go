@@ -27,9 +27,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/lockservice"
-	"github.com/metastore-io/metastore/internal/membererr"
 	"github.com/metastore-io/metastore/pkg/lockapi"
 )
 

@@ -17,7 +17,7 @@ import (
 // revision of about 2s before, every 2s, so history written now becomes
 // unreadable within a few seconds while the latest values stay. (Revision
 // mode runs every 5 minutes with no knob, in etcd as here; its schedule is
-// tested with a fake clock in internal/compactor.)
+// tested with a fake clock in internal/kvstore/compactor.)
 func TestAutoCompactionPeriodic(t *testing.T) {
 	s := startServer(t, framework.ClusterConfig{ExtraFlags: []string{
 		"--auto-compaction-mode=periodic", "--auto-compaction-retention=2s",

@@ -25,7 +25,7 @@
 // the same keys are answered.
 //
 // Faults inside the disk come from bin/metastore-faults, MetaStore built
-// with the internal/diskfault seam (make build-faults); those tests run
+// with the internal/faults/diskfault seam (make build-faults); those tests run
 // against MetaStore only (etcd's counterpart, gofail failpoints, is not
 // built here). A cluster started with framework.ClusterConfig.DiskFaults
 // reads each member's plan from a file, and Member.SetDiskFault switches

@@ -12,7 +12,7 @@ import (
 )
 
 // faultBinary is MetaStore built with the disk-fault seam
-// (internal/diskfault; make build-faults).
+// (internal/faults/diskfault; make build-faults).
 const faultBinary = "bin/metastore-faults"
 
 // requireFaultBinary skips against etcd (the seam is MetaStore's; etcd's

@@ -71,7 +71,7 @@ type ClusterConfig struct {
 	// per-member control file.
 	MemberEnv func(name, dataDir string) []string
 	// DiskFaults points each member's disk-fault seam
-	// (METASTORE_DISKFAULT=file=..., internal/diskfault) at a plan file
+	// (METASTORE_DISKFAULT=file=..., internal/faults/diskfault) at a plan file
 	// beside its data directory, which Member.SetDiskFault writes. Only
 	// a fault build (Binary: bin/metastore-faults) reads it.
 	DiskFaults bool

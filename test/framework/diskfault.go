@@ -26,7 +26,7 @@ func (m *Member) diskFaultFile() string {
 }
 
 // SetDiskFault makes spec the member's disk-fault plan (the grammar of
-// internal/diskfault: "fsync-delay=2s", "write-error", "" for a healthy
+// internal/faults/diskfault: "fsync-delay=2s", "write-error", "" for a healthy
 // disk) and, when the member runs, waits until its log acknowledges it
 // ("diskfault: now ..."): from then on its syncs and writes follow spec.
 // A member that is down, or exits meanwhile, takes spec when it starts.

@@ -48,7 +48,7 @@
 // it fails the member rather than retry a write or fsync), so on the
 // memory engine it often serves through a whole hold. A member that does otherwise fails the test. The seam
 // faults (nemesis_disk_seam.go) act inside a member's disk through
-// MetaStore's disk-fault seam (internal/diskfault), so the cluster then
+// MetaStore's disk-fault seam (internal/faults/diskfault), so the cluster then
 // runs bin/metastore-faults (make build-faults) with a plan file per
 // member, switched at runtime: slowdisk delays every fsync of one member
 // (half the time the leader) by 50-500 ms, one time in four by 1.5-3 s,

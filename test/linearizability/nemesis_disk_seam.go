@@ -16,7 +16,7 @@ import (
 )
 
 // The seam faults act inside a member's disk through MetaStore's
-// disk-fault seam (internal/diskfault), so they need the fault build,
+// disk-fault seam (internal/faults/diskfault), so they need the fault build,
 // bin/metastore-faults; the cluster is then started with it and each
 // member's plan switched at runtime (framework.Member.SetDiskFault):
 //

@@ -10,9 +10,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/metastore-io/metastore/internal/testutil"
 	"github.com/metastore-io/metastore/pkg/dlock"
 	"github.com/metastore-io/metastore/test/framework"
+	"github.com/metastore-io/metastore/test/testutil"
 )
 
 // TestDLock runs the dlock component (pkg/dlock) against both servers:

@@ -10,7 +10,7 @@
 // behaviour after a failed commit or Close.
 //
 // The tables are written once and checked twice: Run checks them against
-// the store on a given engine, and internal/kvstore/etcddiff checks them
+// the store on a given engine, and test/etcddiff checks them
 // against a real etcd, so an expectation that is not etcd's fails there.
 //
 //	func TestMVCC(t *testing.T) {

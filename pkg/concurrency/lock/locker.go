@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/metastore-io/metastore/internal/queue"
 	"github.com/metastore-io/metastore/pkg/concurrency/internal/renewal"
+	"github.com/metastore-io/metastore/pkg/concurrency/queue"
 )
 
 // The errors of this package.

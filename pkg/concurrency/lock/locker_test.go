@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/metastore-io/metastore/internal/queue"
+	"github.com/metastore-io/metastore/pkg/concurrency/queue"
 )
 
 // Acquisition against a server is tested end to end in test/sdk, on

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/metastore-io/metastore/internal/host/tlsutil"
-	"github.com/metastore-io/metastore/internal/server"
+	"github.com/metastore-io/metastore/internal/member"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
@@ -127,11 +127,11 @@ func (cl clientListeners) gatewayCreds(client *tlsutil.Material) (credentials.Tr
 // client URL serves gRPC and HTTP on the one TLS connection, told apart
 // per request; a socket both an http and an https URL name serves both,
 // told apart per connection (etcdcompat's ServeMixed).
-func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog.Logger) ([]server.ClientListener, error) {
-	var out []server.ClientListener
+func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog.Logger) ([]member.ClientListener, error) {
+	var out []member.ClientListener
 	add := func(b boundURL, kind etcdcompat.ListenerKind) error {
 		if b.tlsURL == "" && !isTLSURL(b.url) {
-			out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
+			out = append(out, member.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
 				logServing(logger, l, kind, insecureTraffic)
 				return clients.ServeKind(l, kind)
 			}})
@@ -142,14 +142,14 @@ func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog
 			return fmt.Errorf("client TLS: %w", err)
 		}
 		if b.tlsURL == "" {
-			out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
+			out = append(out, member.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
 				logServing(logger, l, kind, secureTraffic)
 				return clients.ServeTLS(l, gatewayTLS, kind)
 			}})
 			return nil
 		}
 		wrapTLS := func(l net.Listener) net.Listener { return wrapListener(l, b.tlsURL, client, "client", logger) }
-		out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
+		out = append(out, member.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
 			logServing(logger, l, kind, insecureTraffic, secureTraffic)
 			return clients.ServeMixed(l, wrapTLS, gatewayTLS, kind)
 		}})
@@ -170,7 +170,7 @@ func (cl clientListeners) serverListeners(client *tlsutil.Material, logger *slog
 		}
 	}
 	for _, b := range cl.metrics {
-		out = append(out, server.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
+		out = append(out, member.ClientListener{Listener: b.l, Serve: func(clients *etcdcompat.ClientServer, l net.Listener) error {
 			logger.Info("serving metrics", "address", l.Addr().String())
 			return clients.ServeMetrics(l)
 		}})

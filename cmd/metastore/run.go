@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -23,7 +21,7 @@ import (
 	"github.com/metastore-io/metastore/internal/host/memlimit"
 	"github.com/metastore-io/metastore/internal/host/sdnotify"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/memory"
+	"github.com/metastore-io/metastore/internal/member"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
@@ -69,14 +67,14 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 	}
 	// The member owns the listeners from here on, also if it fails to
 	// start; it serves peers at once and clients once it is ready.
-	srv, err := server.New(ctx, cfg)
+	m, err := member.Start(ctx, cfg)
 	if err != nil {
-		cfg.Backend.Close()
+		cfg.Server.Backend.Close()
 		return err
 	}
-	waitForStop(ctx, srv, logger)
-	srv.Stop()
-	return srv.Err()
+	waitForStop(ctx, m, logger)
+	m.Stop()
+	return m.Err()
 }
 
 // startGCHeadroom sizes the collector's headroom for a heap that is
@@ -99,25 +97,30 @@ func startGCHeadroom(o *options, logger *slog.Logger) (stop func()) {
 // listeners bound (before the member starts, so a port conflict fails
 // fast and clients and peers queue in the backlog until they are served)
 // and the storage engine opened. On error nothing stays open.
-func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prometheus.Registry, logger *slog.Logger) (server.Config, error) {
+func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prometheus.Registry, logger *slog.Logger) (member.Config, error) {
 	if err := convertEtcdDataDir(o, logger); err != nil {
-		return server.Config{}, err
+		return member.Config{}, err
 	}
 	ls, err := o.bindListeners(certs, logger)
 	if err != nil {
-		return server.Config{}, err
+		return member.Config{}, err
 	}
 	backend, err := openBackend(o, logger)
 	if err != nil {
 		ls.close()
-		return server.Config{}, err
+		return member.Config{}, err
 	}
-	cfg := o.serverConfig(certs, registry, logger)
-	cfg.Backend = backend
-	cfg.PeerListeners, cfg.ClientListeners = ls.peers, ls.clients
+	cfg := member.Config{
+		Server:          o.serverConfig(certs, registry, logger),
+		Client:          o.clientConfig(registry, logger),
+		ClientListeners: ls.clients,
+		LockDelay:       o.lockServiceLockDelay,
+	}
+	cfg.Server.Backend = backend
+	cfg.Server.PeerListeners = ls.peers
 	cfg.Client.GatewayTarget, cfg.Client.GatewayCreds = ls.gatewayTarget, ls.gatewayCreds
-	o.ops.apply(&cfg, &o.features)
-	o.raft.apply(&cfg, fs)
+	o.ops.apply(&cfg.Server, &o.features)
+	o.raft.apply(&cfg.Server, fs)
 	return cfg, nil
 }
 
@@ -125,7 +128,7 @@ func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prom
 // the JSON gateway of a separate HTTP listener dials gRPC.
 type memberListeners struct {
 	peers         []net.Listener
-	clients       []server.ClientListener // client, client HTTP and metrics listeners
+	clients       []member.ClientListener // client, client HTTP and metrics listeners
 	gatewayTarget string
 	gatewayCreds  credentials.TransportCredentials
 }
@@ -198,25 +201,29 @@ func (o *options) serverConfig(certs materials, registry *prometheus.Registry, l
 		Metrics:                     registry,
 		PeerTLS:                     peerClientTLS(certs.peer),
 		Memory:                      memlimit.FromRuntime(),
-		Client: etcdcompat.Config{
-			MaxRequestBytes:   o.maxRequestBytes,
-			MaxSendBytes:      o.maxSendBytes,
-			MaxTxnOps:         o.maxTxnOps,
-			Logger:            logger,
-			Metrics:           registry,
-			MetricsRegisterer: registry,
-			ExtensiveMetrics:  o.metrics == "extensive",
-			EnablePprof:       o.pprofEnabled(),
-			LockDelay:         o.lockServiceLockDelay,
+	}
+}
 
-			MaxConcurrentStreams: o.listen.maxConcurrentStreams,
-			KeepAliveMinTime:     o.listen.keepAliveMinTime,
-			KeepAliveInterval:    o.listen.keepAliveInterval,
-			KeepAliveTimeout:     o.listen.keepAliveTimeout,
-			DisableGateway:       !o.listen.enableGateway,
-			CORS:                 uniqueStrings(o.listen.cors),
-			HostWhitelist:        uniqueStrings(o.listen.hostWhitelist),
-		},
+// clientConfig is the configuration of etcd's client services from the
+// flags, without the gateway's dial target (bindListeners).
+func (o *options) clientConfig(registry *prometheus.Registry, logger *slog.Logger) etcdcompat.Config {
+	return etcdcompat.Config{
+		MaxRequestBytes:   o.maxRequestBytes,
+		MaxSendBytes:      o.maxSendBytes,
+		MaxTxnOps:         o.maxTxnOps,
+		Logger:            logger,
+		Metrics:           registry,
+		MetricsRegisterer: registry,
+		ExtensiveMetrics:  o.metrics == "extensive",
+		EnablePprof:       o.pprofEnabled(),
+
+		MaxConcurrentStreams: o.listen.maxConcurrentStreams,
+		KeepAliveMinTime:     o.listen.keepAliveMinTime,
+		KeepAliveInterval:    o.listen.keepAliveInterval,
+		KeepAliveTimeout:     o.listen.keepAliveTimeout,
+		DisableGateway:       !o.listen.enableGateway,
+		CORS:                 uniqueStrings(o.listen.cors),
+		HostWhitelist:        uniqueStrings(o.listen.hostWhitelist),
 	}
 }
 
@@ -224,7 +231,7 @@ func (o *options) serverConfig(certs materials, registry *prometheus.Registry, l
 // on its own: removed from the cluster, a fatal error, or a listener that
 // failed. Once the member is ready it tells systemd, as etcd does: a unit
 // of Type=notify counts the member started once it serves clients.
-func waitForStop(ctx context.Context, srv *server.Server, logger *slog.Logger) {
+func waitForStop(ctx context.Context, srv *member.Member, logger *slog.Logger) {
 	ready := srv.Ready()
 	for {
 		select {
@@ -251,28 +258,22 @@ func ctxOrBackground(ctx context.Context) context.Context {
 	return ctx
 }
 
-// openBackend opens the storage engine. The RocksDB engine keeps its files
-// in <data-dir>/member/rocksdb, beside the WAL and snapshots.
+// openBackend opens the storage engine of the flags (member.OpenBackend);
+// an unknown engine or bad RocksDB options are usage errors.
 func openBackend(o *options, logger *slog.Logger) (kvstore.Backend, error) {
+	var rocks rocksdb.Options
 	switch o.storageEngine {
-	case "memory":
-		return memory.New(), nil
-	case "rocksdb":
+	case member.EngineMemory:
+	case member.EngineRocksDB:
 		opts, err := o.rocksdbOptions(logger)
 		if err != nil {
 			return nil, usageError{err}
 		}
-		dir := filepath.Join(o.dataDir, "member", "rocksdb")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create %s: %w", dir, err)
-		}
-		b, err := rocksdb.Open(dir, opts)
-		if err != nil {
-			return nil, fmt.Errorf("open RocksDB engine in %s: %w", dir, err)
-		}
-		return b, nil
+		rocks = opts
+	default:
+		return nil, usageError{fmt.Errorf("unknown --storage-engine %q", o.storageEngine)}
 	}
-	return nil, usageError{fmt.Errorf("unknown --storage-engine %q", o.storageEngine)}
+	return member.OpenBackend(o.dataDir, o.storageEngine, rocks)
 }
 
 // newLogger builds etcd's logger from the --log-* flags (etcd's defaults

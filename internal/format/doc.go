@@ -10,5 +10,5 @@
 //	          etcdctl, and what an etcd data dir or etcd's snapshot holds
 //	etcddir   the in-place conversion of an etcd data dir
 //
-// (The WAL, a log more than a format, is internal/wal.)
+// (The WAL, a log more than a format, is internal/raftnode/wal.)
 package format

@@ -59,22 +59,22 @@
 // or is killed, the socket is closed, a heartbeat write fails or blocks
 // for WriteTimeout) the handler revokes the lease at once: the key goes
 // with it, and the next waiter, which watches only its predecessor's key,
-// is told in the same moment. Bounds, as measured on Linux 6.18 (loopback
-// and a veth pair, 3 members on a loaded 2-core machine, default flags):
+// is told in the same moment. Bounds, with the default flags (the
+// figures measured against them are in docs/coordination-safety.md,
+// "Measured"):
 //
 //   - A client whose host vanishes without a FIN or RST stops
 //     acknowledging the heartbeats; the connection has TCP_USER_TIMEOUT =
 //     WriteTimeout (10 s), counted by the kernel from the first heartbeat
 //     left unacknowledged (up to Heartbeat, 1 s, after the host went), so
-//     the lock is released within WriteTimeout + Heartbeat + 1 s = 12 s
-//     (measured 11.0 s).
+//     the lock is released within WriteTimeout + Heartbeat + 1 s = 12 s.
 //   - A client that stops reading with its socket open is dropped once its
 //     buffers are full: each heartbeat of a held lock is padded to
 //     HeartbeatPadding (16 KiB) of spaces and the connection's send buffer
 //     is cut to 4 KiB (the kernel doubles it), so the about 190 KB of a
 //     Linux client's default 128 KiB receive buffer and the member's side
 //     fill in some 12 s, and the write that then blocks fails after
-//     WriteTimeout: released within 30 s (measured 18.6 s). A client with
+//     WriteTimeout: released within 30 s. A client with
 //     a larger receive buffer R takes R/16 KiB seconds more. The cost is
 //     16 KiB/s per held lock on the wire (16 MB/s for 1,000 held locks);
 //     the bound is for HTTP/1.1, whose connection carries the stream alone
@@ -83,13 +83,12 @@
 //   - If the member serving the connection dies or is frozen, nobody
 //     revokes the lease and the key goes when it expires on the leader.
 //     After the death of a follower that is at most LeaseTTL: the leader
-//     keeps the lease's clock (measured 5.0 s). After the death of the
+//     keeps the lease's clock. After the death of the
 //     leader it is at most LeaseTTL plus the election, 5 s + 3 election
 //     timeouts = 8 s with the defaults: the survivors take up to two
 //     election timeouts to elect a new leader, and the new leader, as
 //     etcd's does, starts every lease's clock again at a whole TTL plus one
-//     election timeout, since it cannot know when the old one last renewed
-//     (measured 7.0-7.7 s).
+//     election timeout, since it cannot know when the old one last renewed.
 //
 // # Without quorum
 //
@@ -123,7 +122,7 @@
 // place of each blank keep-alive; pkg/lockclient opts in and takes the lock
 // as lost at the receipt of the last line plus valid_ms, which is what
 // tells a holder whose member froze (and so writes nothing) that it lost
-// the lock: measured 1.1 s before the next grant.
+// the lock, D + ρL (1.05 s) before the next grant can come.
 //
 // # Answers
 //

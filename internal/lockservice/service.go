@@ -45,8 +45,8 @@ const (
 	// of a held lock. With lockSendBuffer, a holder that stops reading
 	// fills about 190 KB of buffers (Linux's default 128 KiB receive
 	// buffer and the member's side) in some 12 s of 16 KiB heartbeats;
-	// the write that then blocks fails after WriteTimeout: 22 s measured,
-	// 30 s documented. It costs 16 KiB/s per held lock on the wire.
+	// the write that then blocks fails after WriteTimeout: within the
+	// documented 30 s. It costs 16 KiB/s per held lock on the wire.
 	DefaultHeartbeatPadding = 16 << 10
 	// maxBodyBytes bounds a request body; three fields of at most
 	// MaxFieldBytes and an error reason fit with room to spare.

@@ -11,7 +11,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode/wal"
 )
 
 // countingSM applies by counting: the benchmark measures the raft path, not

@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode/wal"
 )
 
 // bootstrap opens the WAL and snapshot files (or creates them for a new

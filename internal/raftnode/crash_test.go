@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode/wal"
 )
 
 // syncedSizes remembers, per WAL segment, how many bytes of records the

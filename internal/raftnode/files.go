@@ -9,7 +9,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode/wal"
 )
 
 // The layout of a member directory (Config.DataDir) is known only to this

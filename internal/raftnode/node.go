@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode/wal"
 )
 
 var _ Local = (*Node)(nil)

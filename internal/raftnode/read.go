@@ -57,7 +57,8 @@ var ErrReadTimeout = errors.New("raftnode: linearizable read timed out")
 // wraps both ErrNoLeader and ctx.Err()) or until Config.ReadTimeout has
 // passed since it started (ErrReadTimeout): a caller needs no timer of its
 // own for that bound, one per round is enough (a context.WithTimeout per
-// read was 6.6% of a linearizable read's CPU at 1,000 clients). After
+// read showed in the profiles: docs/performance.md, "Measurements behind
+// the code"). After
 // Stop it returns ErrStopped.
 func (n *Node) LinearizableRead(ctx context.Context) error {
 	select {

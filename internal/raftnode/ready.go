@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode/wal"
 )
 
 // toApply is one Ready's worth of work for the apply loop.
@@ -111,7 +111,7 @@ func (n *Node) handleReady(rd raft.Ready, isLeader *bool) error {
 			// same P, and a P blocked in a system call is handed on only
 			// after sysmon notices (tens to hundreds of µs), so the
 			// appends would otherwise leave with the leader's fsync half
-			// done (a trace showed 131 µs from queueing to running).
+			// done (docs/performance.md, "One writer").
 			runtime.Gosched()
 		}
 	}

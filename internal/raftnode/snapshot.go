@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode/wal"
 )
 
 // PersistentImage is an Image of a state machine whose storage engine

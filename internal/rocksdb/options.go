@@ -163,11 +163,9 @@ func (o Options) nativeOptions(cache *grocksdb.Cache) *grocksdb.Options {
 	// Partitioned index and filters: each SST's index and filter are cut
 	// into blocks of about metadataBlockSize, cached one by one under a
 	// small top-level index pinned with the table. With one index block
-	// per file, a compacted 52 MiB file had an index block too large for
-	// a shard of the block cache (64 MiB over 64 shards): RocksDB read,
-	// checksummed and lz4-decoded the whole index on every Get, 610 µs
-	// a Get, and a range of one key cost 8-10× etcd's CPU once a member
-	// had written a few hundred MiB (docs/performance.md, "A Get that
+	// per file, a large compacted file had an index block too large for
+	// a shard of the block cache: RocksDB read, checksummed and decoded
+	// the whole index on every Get (docs/performance.md, "A Get that
 	// read a whole index").
 	table.SetIndexType(grocksdb.KTwoLevelIndexSearchIndexType)
 	table.SetPartitionFilters(true)

@@ -65,6 +65,7 @@ func startTestClusterWith(t *testing.T, n int, tweak func(*Config)) []*testMembe
 
 func clusterTestConfig(t *testing.T, m *testMember, initial []membership.InitialMember, newCluster bool) Config {
 	return Config{
+		ClusterVersion:      testClusterVersion,
 		Name:                m.name,
 		DataDir:             t.TempDir(),
 		InitialCluster:      initial,

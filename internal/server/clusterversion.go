@@ -8,8 +8,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
-
-	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
 // clusterVersionRetry is how long a leader waits before it proposes the
@@ -27,7 +25,7 @@ const clusterVersionRetry = time.Second
 // the raft log holds the entries etcd's does and reports the same
 // indexes.
 func (s *Server) setClusterVersion(term uint64) {
-	version := etcdcompat.EtcdClusterVersion
+	version := s.cfg.ClusterVersion
 	// etcd logs the version as major.minor ("3.6").
 	logged := strings.Join(strings.SplitN(version, ".", 3)[:2], ".")
 	s.log.Info("setting up initial cluster version using v3 API", "cluster-version", logged)

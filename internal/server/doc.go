@@ -59,7 +59,7 @@
 //     parts they use, never the Server, and what apply leaves for the
 //     member to do through raft goes by statemachine.Notices), and
 //     shutdown stops the parts in reverse, each by its owner: the server
-//     creates and stops the transport, the peer and client servers, and
+//     creates and stops the transport, the peer servers, and
 //     every goroutine it starts (supervise, publishAttributes, serving, and the
 //     work beside apply that holds the store, such as a defragmentation).
 //     Stop returns once all of it has ended.
@@ -70,5 +70,9 @@
 //     (storage engine, MVCC store, member list), seeded into raftnode's files
 //     by raftnode.Seed.
 //
-// pkg/etcdcompat exposes all of this as etcd's gRPC services.
+// The package knows nothing of the client API. pkg/etcdcompat exposes all
+// of this as etcd's gRPC services, over its own etcdcompat.Member
+// interface; internal/member, the composition root, builds both and
+// adapts one to the other, and drains the client services when the
+// member begins to stop (Config.BeforeStop).
 package server

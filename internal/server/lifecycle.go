@@ -1,20 +1,13 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
-
-// drainTimeout bounds how long a graceful stop waits for in-flight client
-// RPCs.
-const drainTimeout = 10 * time.Second
 
 // storeUsers counts the work that holds the store or the engine beside
 // apply (snapshot images being sent, a defragmentation, an alarm being
@@ -111,6 +104,11 @@ func (s *Server) Stop() {
 	s.supervisor.Wait()
 }
 
+// Fail stops the member on its own with err as the reason (Err): what its
+// owner does when a part it runs beside the member fails (a client
+// listener that cannot be served).
+func (s *Server) Fail(msg string, err error) { s.fatal(msg, err) }
+
 // fatal reports an unrecoverable error (the member's state would
 // diverge): the member stops (supervise), Done closes and Err says why.
 func (s *Server) fatal(msg string, err error) {
@@ -129,16 +127,17 @@ func (s *Server) removedFromCluster() {
 	})
 }
 
-// stopClients ends the watch streams and drains the client RPCs in
-// flight: watch streams never end by themselves, so they go first and the
-// drain waits only for unary RPCs.
+// stopClients ends the watch streams and lets the owner of the client
+// services drain the RPCs in flight (Config.BeforeStop): watch streams
+// never end by themselves, so they go first and the drain waits only for
+// unary RPCs.
 func (s *Server) stopClients() {
 	s.hub.Close()
-	if s.clients != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		defer cancel()
-		s.clients.Stop(ctx)
-	}
+	s.beforeStop.Do(func() {
+		if s.cfg.BeforeStop != nil {
+			s.cfg.BeforeStop()
+		}
+	})
 }
 
 // shutdown stops every part in the reverse order of New, each by its
@@ -210,30 +209,6 @@ func (s *Server) servePeers() {
 			defer s.serving.Done()
 			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.fatal("serve peers", err)
-			}
-		}()
-	}
-}
-
-// serveClients serves etcd's client API on every client listener once the
-// member is ready (published), until it stops.
-func (s *Server) serveClients() {
-	defer s.serving.Done()
-	select {
-	case <-s.readyc:
-	case <-s.stopping:
-		return
-	}
-	for _, cl := range s.cfg.ClientListeners {
-		serve := cl.Serve
-		if serve == nil {
-			serve = (*etcdcompat.ClientServer).Serve
-		}
-		s.serving.Add(1)
-		go func() {
-			defer s.serving.Done()
-			if err := serve(s.clients, cl.Listener); err != nil {
-				s.fatal("serve clients", err)
 			}
 		}()
 	}

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/metastore-io/metastore/internal/rocksdb"
-	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
 // listen opens a loopback listener the member will own.
@@ -26,10 +25,10 @@ func listen(t *testing.T) net.Listener {
 	return l
 }
 
-// A member (serving clients and peers) and a 3-member cluster, started and
-// stopped over and over in one process, leave nothing running: every
-// goroutine, listener and connection a member starts ends by the time
-// Stop returns.
+// A member (serving peers) and a 3-member cluster, started and stopped
+// over and over in one process, leave nothing running: every goroutine,
+// listener and connection a member starts ends by the time Stop returns.
+// (internal/member checks the same with etcd's client services.)
 func TestStartStopLeavesNothingRunning(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -40,8 +39,6 @@ func TestStartStopLeavesNothingRunning(t *testing.T) {
 		cfg.PeerURLs = []string{"http://" + peer.Addr().String()}
 		cfg.InitialCluster[0].PeerURLs = cfg.PeerURLs
 		cfg.PeerListeners = []net.Listener{peer}
-		cfg.ClientListeners = []ClientListener{{Listener: listen(t)}}
-		cfg.Client = etcdcompat.Config{MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps, Logger: cfg.Logger}
 		s := startServer(t, cfg)
 		mustPut(t, s, ctx, "k", 0)
 		s.Stop()

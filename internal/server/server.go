@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.etcd.io/raft/v3"
 
 	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/cluster/membererr"
@@ -29,7 +32,6 @@ import (
 	"github.com/metastore-io/metastore/internal/raftnode"
 	"github.com/metastore-io/metastore/internal/statemachine"
 	"github.com/metastore-io/metastore/internal/watch"
-	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
 // Config is what a member needs to start. cmd/metastore fills it from etcd's
@@ -124,13 +126,24 @@ type Config struct {
 	// list fetched when joining (--peer-cert-file, ...). Nil: http only.
 	PeerTLS transport.ClientTLS
 
-	// PeerListeners are served the peer API from New on; ClientListeners
-	// etcd's client API (Client, whose Member the server fills in) once
-	// the member is ready. The server owns them from New on, also when
-	// New fails, and closes them on Stop. Either may be empty (tests).
-	PeerListeners   []net.Listener
-	ClientListeners []ClientListener
-	Client          etcdcompat.Config
+	// PeerListeners are served the peer API from New on. The server owns
+	// them from New on, also when New fails, and closes them on Stop.
+	// Client listeners are not the server's: the composition root
+	// (internal/member) serves etcd's client API over the member.
+	PeerListeners []net.Listener
+	// ClusterVersion is the version a leader records when none is (etcd's
+	// ClusterVersionSet entry of a new cluster): the version of etcd's API
+	// the client services speak (etcdcompat.EtcdClusterVersion).
+	ClusterVersion string
+	// SendLimit is the largest message a client is sent
+	// (etcdcompat.Config.SendLimit): the store refuses a read whose
+	// response would not fit in it. 0 is gRPC's own limit, 2 GiB.
+	SendLimit int
+	// BeforeStop, if set, is called once when the member begins to stop,
+	// by Stop or on its own, before any of its parts stops: the owner of
+	// the client services drains them there, so that requests in flight
+	// still reach a running member. Watch streams have ended by then.
+	BeforeStop func()
 
 	// Memory divides the process's memory limit (GOMEMLIMIT) among what
 	// the member holds for clients: a read whose response would take
@@ -138,14 +151,6 @@ type Config struct {
 	// held to Memory.RaftLog() (see internal/host/memlimit).
 	// The zero Budget bounds nothing beyond etcd's own limits.
 	Memory memlimit.Budget
-}
-
-// ClientListener is one client listener and how the client server serves
-// it until it stops: one of etcdcompat.ClientServer's Serve methods
-// (ServeKind, ServeTLS, ServeMetrics); nil means Serve.
-type ClientListener struct {
-	Listener net.Listener
-	Serve    func(clients *etcdcompat.ClientServer, l net.Listener) error
 }
 
 // Server is one MetaStore member: it turns client requests into Raft
@@ -194,8 +199,7 @@ type Server struct {
 	// (defragProgressInterval; tests shorten it).
 	defragLogEvery time.Duration
 
-	// clients serves etcd's client API, peerServers the peer API.
-	clients     *etcdcompat.ClientServer
+	// peerServers serve the peer API.
 	peerServers []*http.Server
 
 	wait       *waitRegistry
@@ -208,6 +212,7 @@ type Server struct {
 	failed      chan struct{} // closed by fatal
 	removed     chan struct{} // closed once this member applied its removal
 	stopOnce    sync.Once
+	beforeStop  sync.Once // runs cfg.BeforeStop
 	failOnce    sync.Once
 	removedOnce sync.Once
 	// supervisor is supervise (lifecycle.go) and the wait registry's
@@ -223,8 +228,8 @@ type Server struct {
 
 // New starts a member: it opens (or creates) its Raft log, recovers its
 // state, begins to take part in the cluster and serves its peer
-// listeners; its client listeners are served once Ready is closed. ctx
-// bounds the start (fetching the member list when joining).
+// listeners; Ready closes once it has published itself and may serve
+// clients. ctx bounds the start (fetching the member list when joining).
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	s, who, err := newServer(ctx, cfg)
 	if err != nil {
@@ -256,6 +261,9 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 	}
 	if cfg.Backend == nil {
 		return nil, identity{}, errors.New("server: no storage backend")
+	}
+	if strings.Count(cfg.ClusterVersion, ".") != 2 {
+		return nil, identity{}, fmt.Errorf("server: cluster version %q is not major.minor.patch", cfg.ClusterVersion)
 	}
 	memberDir := memberDataDir(cfg.DataDir)
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
@@ -293,6 +301,14 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 	return s, who, nil
 }
 
+// sendLimit is Config.SendLimit with 0 meaning gRPC's limit.
+func sendLimit(configured int) int {
+	if configured <= 0 {
+		return math.MaxInt32
+	}
+	return configured
+}
+
 // memberDataDir is the member's folder in its data dir: raftnode's files
 // (Config.WALDir aside), and the client snapshot images being sent.
 func memberDataDir(dataDir string) string { return filepath.Join(dataDir, "member") }
@@ -308,7 +324,7 @@ func (s *Server) openStore() error {
 	}
 	s.leases = leases
 	s.kv, err = kvstore.Open(cfg.Backend, kvstore.Options{Logger: cfg.Logger, Metrics: cfg.Metrics, Leases: leases.lessor,
-		MaxResponseBytes:  int64(cfg.Client.SendLimit()) - kvstore.ResponseOverheadBytes,
+		MaxResponseBytes:  int64(sendLimit(cfg.SendLimit)) - kvstore.ResponseOverheadBytes,
 		MaxResponseMemory: cfg.Memory.Response(),
 		CompactionStep:    max(cfg.CompactionBatchLimit, 0)})
 	if err != nil {
@@ -472,10 +488,10 @@ func (s *Server) stateMachine() *statemachine.StateMachine {
 	})
 }
 
-// startServing starts the notice loop, the lessor, the auto-compactor and the corruption
-// monitors, serves the peer listeners, publishes the member and serves
-// the client listeners once it is published; supervise stops the member
-// if it fails on its own.
+// startServing starts the notice loop, the lessor, the auto-compactor
+// and the corruption monitors, serves the peer listeners and publishes
+// the member (Ready closes once it is published); supervise stops the
+// member if it fails on its own.
 func (s *Server) startServing() error {
 	s.supervisor.Add(2)
 	go s.supervise()
@@ -493,18 +509,8 @@ func (s *Server) startServing() error {
 		s.compactor.Run()
 	}
 	s.startCorruptionMonitors()
-	if len(s.cfg.ClientListeners) > 0 {
-		ccfg := s.cfg.Client
-		ccfg.Member = s.ClientMember()
-		clients, err := etcdcompat.NewClientServer(ccfg)
-		if err != nil {
-			return err
-		}
-		s.clients = clients
-	}
-	s.serving.Add(2)
+	s.serving.Add(1)
 	go s.publishAttributes()
-	go s.serveClients()
 	return nil
 }
 
@@ -512,9 +518,6 @@ func (s *Server) startServing() error {
 func closeListeners(cfg Config) {
 	for _, l := range cfg.PeerListeners {
 		l.Close()
-	}
-	for _, cl := range cfg.ClientListeners {
-		cl.Listener.Close()
 	}
 }
 
@@ -606,6 +609,13 @@ func (s *Server) Status() Status {
 		QuotaBytes:  s.quota.Limit(),
 	}
 }
+
+// RaftStatus is raft's own view of this member (/debug/vars).
+func (s *Server) RaftStatus() raft.Status { return s.node.RaftStatus() }
+
+// NewWatchStream opens a stream of the member's watch hub: one client
+// watch stream's watchers and their events.
+func (s *Server) NewWatchStream() *watch.Stream { return s.hub.NewStream() }
 
 // defaultMaxWALFiles is etcd's default --max-wals.
 const defaultMaxWALFiles = 5

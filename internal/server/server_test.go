@@ -19,10 +19,15 @@ import (
 
 const testTimeout = 60 * time.Second
 
+// testClusterVersion is the version a test member's leader records
+// (internal/member gives etcdcompat's).
+const testClusterVersion = "3.6.0"
+
 func testConfig(t *testing.T, dir string) Config {
 	t.Helper()
 	peer := "http://127.0.0.1:12380"
 	return Config{
+		ClusterVersion:      testClusterVersion,
 		Name:                "m1",
 		DataDir:             dir,
 		InitialCluster:      []membership.InitialMember{{Name: "m1", PeerURLs: []string{peer}}},

@@ -32,8 +32,9 @@ var errWaitExpired = errors.New("server: wait expired")
 // once it has passed; when the member stops or its raft node fails,
 // close answers every wait, and every later registration at once, with
 // ErrStopped. A per-request timer (context.WithTimeout) and a select on
-// the member's stop channels were 5-7% of a put's and of a linearizable
-// read's CPU at 1,000 clients (docs/performance.md).
+// the member's stop channels showed in the profiles of a put and of a
+// linearizable read at 1,000 clients (docs/performance.md, "Measurements
+// behind the code").
 type waitRegistry struct {
 	shards [waitShards]waitShard
 	// timed counts the registrations with a deadline; kick wakes the

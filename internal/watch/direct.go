@@ -40,7 +40,8 @@ const (
 	// directMaxEvents bounds the events of a commit delivered directly.
 	directMaxEvents = 64
 	// directMaxWatchers bounds the synced watchers (and the groups) a
-	// commit delivered directly may concern: about 20-50 µs of work.
+	// commit delivered directly may concern, so that delivering it inline
+	// stays short (docs/performance.md, "Measurements behind the code").
 	directMaxWatchers = 256
 )
 

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -16,17 +14,18 @@ import (
 	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/host/memlimit"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/memory"
+	"github.com/metastore-io/metastore/internal/member"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
-// Member is a running member: a server.Server, which owns its listeners
-// and orders its own shutdown, behind etcd's embed API.
+// Member is a running member (internal/member: the runtime and etcd's
+// client services, which own the listeners and order their own
+// shutdown) behind etcd's embed API.
 type Member struct {
 	cfg        Config
-	srv        *server.Server
+	srv        *member.Member
 	clientURLs []string
 
 	errc     chan error    // one error from the member stopping on its own; closed once stopped
@@ -118,23 +117,23 @@ func (c *Config) resolveAdvertised(peerLs, clientLs []net.Listener) {
 	}
 }
 
-// startServer opens the storage engine and starts the member's server,
-// which owns the listeners from then on; on error nothing stays open.
-func startServer(c *Config, peerLs, clientLs []net.Listener) (*server.Server, error) {
+// startServer opens the storage engine and starts the member, which
+// owns the listeners from then on; on error nothing stays open.
+func startServer(c *Config, peerLs, clientLs []net.Listener) (*member.Member, error) {
 	initial, err := membership.ParseInitialCluster(c.InitialCluster)
 	if err != nil {
 		closeAll(peerLs)
 		closeAll(clientLs)
 		return nil, fmt.Errorf("embed: InitialCluster: %w", err)
 	}
-	backend, err := openBackend(c)
+	backend, err := member.OpenBackend(c.dataDir(), c.StorageEngine, rocksdb.DefaultOptions())
 	if err != nil {
 		closeAll(peerLs)
 		closeAll(clientLs)
 		return nil, err
 	}
-	// The server owns the listeners from here on, also when New fails.
-	srv, err := server.New(context.Background(), c.serverConfig(initial, backend, peerLs, clientLs))
+	// The member owns the listeners from here on, also when Start fails.
+	srv, err := member.Start(context.Background(), c.memberConfig(initial, backend, peerLs, clientLs))
 	if err != nil {
 		backend.Close()
 		return nil, fmt.Errorf("embed: start member: %w", err)
@@ -142,15 +141,15 @@ func startServer(c *Config, peerLs, clientLs []net.Listener) (*server.Server, er
 	return srv, nil
 }
 
-// serverConfig is the server's configuration for c.
-func (c *Config) serverConfig(initial []membership.InitialMember, backend kvstore.Backend, peerLs, clientLs []net.Listener) server.Config {
+// memberConfig is the member's configuration for c.
+func (c *Config) memberConfig(initial []membership.InitialMember, backend kvstore.Backend, peerLs, clientLs []net.Listener) member.Config {
 	logger := c.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	// A registry of its own: several members may run in one process.
 	metrics := prometheus.NewRegistry()
-	return server.Config{
+	srv := server.Config{
 		Metrics:             metrics,
 		Name:                c.Name,
 		DataDir:             c.dataDir(),
@@ -169,40 +168,23 @@ func (c *Config) serverConfig(initial []membership.InitialMember, backend kvstor
 		Memory:              memlimit.FromRuntime(),
 		Logger:              logger,
 		PeerListeners:       peerLs,
-		ClientListeners:     clientListeners(clientLs),
-		Client: etcdcompat.Config{
-			MaxRequestBytes:   c.MaxRequestBytes,
-			MaxTxnOps:         c.MaxTxnOps,
-			Logger:            logger,
-			Metrics:           metrics,
-			MetricsRegisterer: metrics,
-		},
 	}
+	client := etcdcompat.Config{
+		MaxRequestBytes:   c.MaxRequestBytes,
+		MaxTxnOps:         c.MaxTxnOps,
+		Logger:            logger,
+		Metrics:           metrics,
+		MetricsRegisterer: metrics,
+	}
+	return member.Config{Server: srv, Client: client, ClientListeners: clientListeners(clientLs)}
 }
 
-func clientListeners(ls []net.Listener) []server.ClientListener {
-	out := make([]server.ClientListener, len(ls))
+func clientListeners(ls []net.Listener) []member.ClientListener {
+	out := make([]member.ClientListener, len(ls))
 	for i, l := range ls {
-		out[i] = server.ClientListener{Listener: l}
+		out[i] = member.ClientListener{Listener: l}
 	}
 	return out
-}
-
-// openBackend opens the storage engine where the metastore command keeps
-// it, so a data dir moves between the two.
-func openBackend(c *Config) (kvstore.Backend, error) {
-	if c.StorageEngine == "memory" {
-		return memory.New(), nil
-	}
-	dir := filepath.Join(c.dataDir(), "member", "rocksdb")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("embed: create %s: %w", dir, err)
-	}
-	b, err := rocksdb.Open(dir, rocksdb.DefaultOptions())
-	if err != nil {
-		return nil, fmt.Errorf("embed: open RocksDB engine in %s: %w", dir, err)
-	}
-	return b, nil
 }
 
 // watchStop delivers the error of a member that stopped on its own, and

@@ -21,8 +21,9 @@ import (
 // It differs in how a call is counted: the library builds a reporter per
 // call (two allocations), hashes three or four label values per series on
 // every count (four series per unary call) and reads the clock three
-// times, which was 5-7% of the server's CPU on a put or a serializable
-// range at 1,000 clients. Here the series of every method registered
+// times, which showed in the profiles of a put and a serializable range
+// (docs/performance.md, "Measurements behind the code"). Here the series
+// of every method registered
 // before initialize are looked up once, so counting a call is a map read
 // by its method name and four atomic adds; the clock is read only for the
 // histogram. Methods registered after initialize (the lock and election

@@ -27,10 +27,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/lockservice"
-	"github.com/metastore-io/metastore/pkg/lockapi"
 )
 
 // grpcOverheadBytes is the headroom etcd adds to --max-request-bytes for the
@@ -41,20 +38,15 @@ const grpcOverheadBytes = 512 * 1024
 // streamWorkers is the number of goroutines gRPC keeps to run RPCs (a
 // call arriving while all are busy gets a goroutine of its own, as every
 // call did before). A fresh goroutine per call grew its stack, copying it,
-// on every call: runtime.newstack was 22% of the server's CPU on a
-// serializable range at 1,000 clients, 3% with workers, whose stacks stay
-// grown between calls (gRPC replaces a worker after 65,536 calls, and the
-// garbage collector shrinks an idle one's). Writes hold their worker until
-// their commit is applied, so at 1,000 clients on one member three puts
-// in four run on a fresh goroutine that grows its stack inside raft's
-// appendEntry (newstack 10.9% of a put). 1,024 workers took that to 4.7%
-// but cost more than it saved: gRPC hands a call to the worker that has
-// waited longest, so with more workers than calls in progress every call
-// runs on a stack the collector shrank since its last use, and on cold
-// caches: on 3 members (about 333 clients each) server CPU per put rose
-// 14% (72 -> 82 us, 4 rounds, every round higher), on one member it did
-// not fall (42 -> 45 us). A watch or keep-alive stream holds its worker
-// for its life.
+// on every call; workers' stacks stay grown between calls (gRPC replaces
+// a worker after 65,536 calls, and the garbage collector shrinks an idle
+// one's). Writes hold their worker until their commit is applied, so most
+// puts still run on a fresh goroutine; more workers would not help: gRPC
+// hands a call to the worker that has waited longest, so with more
+// workers than calls in progress every call runs on a stack the collector
+// shrank since its last use, and on cold caches (docs/performance.md,
+// "Measurements behind the code", has the figures that chose 256). A
+// watch or keep-alive stream holds its worker for its life.
 const streamWorkers = 256
 
 // Config configures the client-facing server.
@@ -75,10 +67,14 @@ type Config struct {
 	// --enable-pprof). Off by default: a CPU profile or trace costs the
 	// server CPU and anyone who can reach the client port can start one.
 	EnablePprof bool
-	// LockDelay is the HTTP lock service's lock delay
-	// (--lock-service-lock-delay; lockservice.Config.LockDelay, its
-	// default when zero).
-	LockDelay time.Duration
+	// HTTPServices are served on the client port's HTTP side beside the
+	// JSON gateway, each under its path, over the member's in-process
+	// client (the HTTP lock service under /v1/lock/). Stop closes them
+	// first, while that client still works.
+	HTTPServices []HTTPService
+	// ConnContext, if set, adds what the HTTP services need of a client
+	// connection to its requests' context (http.Server.ConnContext).
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
 	// MetricsRegisterer receives the collectors of services living here:
 	// etcd's client-facing series (grpc_server_*, etcd_network_client_*,
 	// ...) and the HTTP lock service's; nil leaves them unregistered.
@@ -125,9 +121,10 @@ type ClientServer struct {
 	log    *slog.Logger
 	grpc   *grpc.Server
 	health *health.Server
-	coord  *coordination        // etcd's v3lock and v3election services
-	locks  *lockservice.Service // MetaStore's HTTP lock service, on coord's client
-	m      *clientMetrics
+	coord  *coordination // etcd's v3lock and v3election services
+	// services are cfg.HTTPServices built, on coord's client.
+	services []builtService
+	m        *clientMetrics
 
 	mu      sync.Mutex
 	closers []func()
@@ -181,14 +178,12 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	}
 	coord.register(gs)
 	coord.serve(gs)
-	locks, err := lockservice.New(lockservice.Config{Client: coord.client, LockDelay: cfg.LockDelay,
-		Logger: cfg.Logger, Registerer: cfg.MetricsRegisterer,
-		RequestTimeout: membererr.RequestTimeout(cfg.Member.ElectionTimeout())})
+	services, err := buildServices(cfg.HTTPServices, coord.client)
 	if err != nil {
 		coord.close()
-		return nil, fmt.Errorf("lock service: %w", err)
+		return nil, err
 	}
-	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord, locks: locks, m: m}, nil
+	return &ClientServer{cfg: cfg, log: cfg.Logger, grpc: gs, health: hs, coord: coord, services: services, m: m}, nil
 }
 
 // SendLimit is the gRPC server's largest message to a client: MaxSendBytes,
@@ -281,7 +276,7 @@ func (s *ClientServer) ServeKind(l net.Listener, kind ListenerKind) error {
 			return err
 		}
 		closeGW = closeFn
-		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: lockservice.ConnContext}
+		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ConnContext: s.cfg.ConnContext}
 	}
 	closeAll := s.addCloser(func() {
 		if httpSrv != nil {
@@ -356,9 +351,12 @@ func waitServing(errc <-chan error, running int, closeAll func()) error {
 
 // Stop drains in-flight RPCs (bounded by ctx), then closes every listener.
 func (s *ClientServer) Stop(ctx context.Context) {
-	// The lock service's streams hold locks through the in-process client:
-	// end them (revoking their leases) while the client still works.
-	s.locks.Close(ctx)
+	// The HTTP services' streams (the lock service's) hold locks through
+	// the in-process client: end them (revoking their leases) while the
+	// client still works.
+	for _, svc := range s.services {
+		svc.Close(ctx)
+	}
 	// The lock and election services hold streams of an in-process client;
 	// close it first or GracefulStop would wait for them.
 	s.coord.close()
@@ -486,7 +484,9 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"etcdserver": EtcdServerVersion, "etcdcluster": clusterVersionOf(s.cfg.Member)})
 	})
-	mux.Handle(lockapi.PathPrefix, s.locks)
+	for _, svc := range s.services {
+		mux.Handle(svc.path, svc)
+	}
 	mux.HandleFunc(debugVarsPath, s.serveDebugVars)
 	s.handleObservability(mux)
 	if s.cfg.EnablePprof {

@@ -11,8 +11,6 @@ import (
 	"github.com/soheilhy/cmux"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/metastore-io/metastore/internal/lockservice"
 )
 
 // ServeTLS accepts clients on a TLS listener (an https:// client URL)
@@ -76,7 +74,10 @@ func (s *ClientServer) ServeTLS(l net.Listener, gatewayTLS *tls.Config, kind Lis
 	// the request context for the gateway's client-certificate rule, and
 	// the connection for the lock service's keepalive bound.
 	httpSrv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		return withTLSState(lockservice.ConnContext(ctx, c), c)
+		if s.cfg.ConnContext != nil {
+			ctx = s.cfg.ConnContext(ctx, c)
+		}
+		return withTLSState(ctx, c)
 	}
 	closeAll := s.addCloser(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

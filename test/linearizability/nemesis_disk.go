@@ -56,7 +56,7 @@ const (
 	logPoll = 100 * time.Millisecond
 )
 
-// Log lines that say a member dropped a torn WAL tail: internal/wal's
+// Log lines that say a member dropped a torn WAL tail: internal/raftnode/wal's
 // warning and etcd's (etcdserver/bootstrap.go).
 const (
 	metastoreTornTailLog = "truncating torn WAL tail"

@@ -27,7 +27,7 @@ import (
 //
 // The two targets write different WAL formats:
 //
-//   - MetaStore (internal/wal) writes records length u32 | crc32c u32 |
+//   - MetaStore (internal/raftnode/wal) writes records length u32 | crc32c u32 |
 //     type u8 | payload into segments preallocated with zeros (its
 //     reserve, which Open keeps) or, cut back, at their end. A crash
 //     leaves part of a frame header, a header and part of its payload, a

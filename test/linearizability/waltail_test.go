@@ -12,12 +12,12 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/internal/wal"
+	"github.com/metastore-io/metastore/internal/raftnode/wal"
 	"github.com/metastore-io/metastore/test/framework"
 )
 
 // TestTornMetastoreTailIsDropped holds every shape tearWALTail appends to
-// a MetaStore segment, preallocated or not, against internal/wal: Open
+// a MetaStore segment, preallocated or not, against internal/raftnode/wal: Open
 // warns, cuts the torn record off and recovers every entry, so the fault
 // damages nothing that was written whole.
 func TestTornMetastoreTailIsDropped(t *testing.T) {

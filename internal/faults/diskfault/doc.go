@@ -2,7 +2,7 @@
 // misbehave: an fsync that fails or stalls, a write that fails with an I/O
 // error or with a full disk.
 //
-// The WAL (internal/wal), the snapshot store (internal/format/raftsnap)
+// The WAL (internal/raftnode/wal), the snapshot store (internal/format/raftsnap)
 // and the RocksDB engine's Go side (internal/rocksdb: before each batch write
 // and each WAL flush with sync) call BeforeWrite before they write and
 // BeforeSync before they fsync; the snapshot store's buffered writer

@@ -36,11 +36,10 @@
 //
 // The floor was 64 MiB. On the memory engine, whose live heap holds every
 // stored revision, a member with 60 to 130 MiB live then carried up to
-// 64 MiB of garbage: 100,000 puts of 256 B from 1,000 clients peaked at
-// 159-172 MiB resident, 141-145 MiB with 32 MiB (etcd 3.6.16: 93 MiB;
-// docs/performance.md, "Peak memory"); server CPU per put did not move
-// beyond the run-to-run noise, as the collector is about 5% of a put's
-// CPU and the band where the floor applies is narrow.
+// 64 MiB of garbage, which the standard workload's peak resident size
+// showed; a smaller floor lowered the peak without moving server CPU per
+// put beyond the noise, as the band where the floor applies is narrow
+// (docs/performance.md, "Peak memory").
 //
 // For example, with the defaults: 20 MiB live -> goal 40 MiB (target
 // 100%); 50 MiB -> 82 MiB (64%); 100 MiB -> 150 MiB (50%).

@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/pkg/rangestream"
 )
 
 // streamChunks runs a streamed range and returns its chunks.
@@ -23,12 +24,13 @@ func streamChunks(s *kvstore.Store, req *pb.RangeRequest, chunkBytes int) ([]*pb
 	return chunks, err
 }
 
-// mergeChunks merges chunks as a client does (rangestream.Merge, which is
-// proto.Merge for RangeResponse).
+// mergeChunks merges chunks as a client does (pkg/rangestream's Merge is
+// proto.Merge for RangeResponse; this kit sits below it and uses
+// proto.Merge itself).
 func mergeChunks(chunks []*pb.RangeResponse) *pb.RangeResponse {
 	merged := &pb.RangeResponse{}
 	for _, c := range chunks {
-		rangestream.Merge(merged, c)
+		proto.Merge(protoadapt.MessageV2Of(merged), protoadapt.MessageV2Of(c))
 	}
 	return merged
 }

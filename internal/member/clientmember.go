@@ -1,10 +1,9 @@
-package server
+package member
 
 import (
 	"context"
 
-	"go.etcd.io/raft/v3"
-
+	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/internal/watch"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
@@ -13,8 +12,8 @@ import (
 // with the results etcdcompat defines in place of the internal ones. It
 // embeds the Server rather than a few of its parts because it is the
 // Server's public face, not a part of it: every client request reaches
-// the member through it, once the member is built (startServing).
-type clientMember struct{ *Server }
+// the member through it.
+type clientMember struct{ *server.Server }
 
 var (
 	_ etcdcompat.Member               = clientMember{}
@@ -23,16 +22,10 @@ var (
 	_ etcdcompat.RaftStatusMember     = clientMember{}
 )
 
-// ClientMember is the member as etcd's services (pkg/etcdcompat) see it.
-func (s *Server) ClientMember() etcdcompat.Member { return clientMember{s} }
-
 func (m clientMember) HashKV(rev int64) (etcdcompat.HashKVResult, error) {
 	h, err := m.Server.HashKV(rev)
 	return etcdcompat.HashKVResult{Hash: h.Hash, Revision: h.Revision, CompactRevision: h.CompactRevision, HashRevision: h.HashRevision}, err
 }
-
-// RaftStatus is raft's own view of this member, for /debug/vars.
-func (m clientMember) RaftStatus() raft.Status { return m.node.RaftStatus() }
 
 func (m clientMember) Status() etcdcompat.MemberStatus {
 	st := m.Server.Status()
@@ -57,7 +50,7 @@ func (m clientMember) Snapshot(ctx context.Context) (etcdcompat.SnapshotImage, e
 }
 
 func (m clientMember) NewWatchStream() etcdcompat.WatchStream {
-	return &watchStream{Stream: m.hub.NewStream()}
+	return &watchStream{Stream: m.Server.NewWatchStream()}
 }
 
 // watchStream is a watch hub stream as etcdcompat.WatchStream: its

@@ -12,7 +12,7 @@ import (
 	"github.com/metastore-io/metastore/internal/format/etcddb"
 	"github.com/metastore-io/metastore/internal/host/progress"
 	"github.com/metastore-io/metastore/internal/kvstore"
-	"github.com/metastore-io/metastore/internal/server"
+	"github.com/metastore-io/metastore/internal/member/restore"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
@@ -98,7 +98,7 @@ terminal and logged every few seconds otherwise.`,
 				return usageError{err}
 			}
 			if (r.revisionBump > 0) != r.markCompacted {
-				return usageError{server.ErrBumpWithoutCompact}
+				return usageError{restore.ErrBumpWithoutCompact}
 			}
 			return restoreSnapshot(o, r, args[0])
 		},
@@ -139,7 +139,7 @@ func restoreSnapshot(o *options, r *restoreFlags, path string) error {
 		unit = "records"
 	}
 	bar := progress.New(os.Stderr, "restoring snapshot", unit, logger)
-	err = server.RestoreSnapshot(server.RestoreConfig{
+	err = restore.DataDir(restore.Config{
 		SkipHashCheck:       r.skipHashCheck,
 		RevisionBump:        r.revisionBump,
 		MarkCompacted:       r.markCompacted,

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/raft/v3"
 
 	"github.com/metastore-io/metastore/internal/cluster/membership"
@@ -81,33 +80,11 @@ func restartIdentity(cfg Config, memberDir string, recorded raftnode.Identity) (
 
 // newClusterIdentity derives the IDs from --initial-cluster as etcd does.
 func newClusterIdentity(cfg Config) (identity, error) {
-	id := identity{peers: map[uint64][]string{}}
-	ids := make([]uint64, 0, len(cfg.InitialCluster))
-	for _, m := range cfg.InitialCluster {
-		memberID := membership.MemberID(m.PeerURLs, cfg.InitialClusterToken, nil)
-		ids = append(ids, memberID)
-		if m.Name == cfg.Name {
-			id.memberID = memberID
-			if !sameURLs(m.PeerURLs, cfg.PeerURLs) {
-				return identity{}, fmt.Errorf("--initial-cluster has %s=%v but --initial-advertise-peer-urls is %v: they must match", m.Name, m.PeerURLs, cfg.PeerURLs)
-			}
-		} else {
-			id.peers[memberID] = slices.Clone(m.PeerURLs)
-		}
-		data, err := (&membershippb.Member{
-			ID:             memberID,
-			RaftAttributes: &membershippb.RaftAttributes{PeerUrls: m.PeerURLs},
-		}).Marshal()
-		if err != nil {
-			return identity{}, fmt.Errorf("encode member %s: %w", m.Name, err)
-		}
-		id.bootstrap = append(id.bootstrap, raft.Peer{ID: memberID, Context: data})
+	b, err := membership.NewBootstrap(cfg.Name, cfg.InitialCluster, cfg.InitialClusterToken, cfg.PeerURLs)
+	if err != nil {
+		return identity{}, err
 	}
-	if id.memberID == 0 {
-		return identity{}, fmt.Errorf("couldn't find local name %q in the initial cluster configuration", cfg.Name)
-	}
-	id.clusterID = membership.ClusterID(ids)
-	return id, nil
+	return identity{memberID: b.MemberID, clusterID: b.ClusterID, bootstrap: b.Peers, peers: b.Others}, nil
 }
 
 // joinIdentity fetches the running cluster's member list from the peer
@@ -133,7 +110,7 @@ func joinIdentity(ctx context.Context, cfg Config, client *http.Client) (identit
 	}
 	id := identity{clusterID: remote.ClusterID, join: true, peers: map[uint64][]string{}}
 	for _, rm := range remote.Members {
-		i := slices.IndexFunc(cfg.InitialCluster, func(m membership.InitialMember) bool { return sameURLs(m.PeerURLs, rm.PeerURLs) })
+		i := slices.IndexFunc(cfg.InitialCluster, func(m membership.InitialMember) bool { return membership.SameURLs(m.PeerURLs, rm.PeerURLs) })
 		if i < 0 {
 			return identity{}, fmt.Errorf("error validating peerURLs: no match found for existing member (%x, %v) in --initial-cluster", rm.ID, rm.PeerURLs)
 		}

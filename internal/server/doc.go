@@ -63,12 +63,10 @@
 //     every goroutine it starts (supervise, publishAttributes, serving, and the
 //     work beside apply that holds the store, such as a defragmentation).
 //     Stop returns once all of it has ended.
-//   - snapshot*.go: the client snapshot (`etcdctl snapshot save`), a
+//   - snapshot.go: the client snapshot (`etcdctl snapshot save`), a
 //     point-in-time image streamed from a store read view (package
-//     backup), and RestoreSnapshot, which turns such a file into the data
-//     dir of a member of a new cluster with the code a member runs
-//     (storage engine, MVCC store, member list), seeded into raftnode's files
-//     by raftnode.Seed.
+//     backup). Turning such a file into a new member's data dir is
+//     internal/member/restore's, offline.
 //
 // The package knows nothing of the client API. pkg/etcdcompat exposes all
 // of this as etcd's gRPC services, over its own etcdcompat.Member

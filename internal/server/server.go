@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -534,13 +533,6 @@ func snapshotCatchUpEntries(snapshotCount, configured uint64) uint64 {
 		return snapshotCount / 2
 	}
 	return etcdDefault
-}
-
-func sameURLs(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
 }
 
 // publishAttributes records this member's name and client URLs in the replicated

@@ -18,6 +18,7 @@ import (
 	"github.com/metastore-io/metastore/internal/format/backup"
 	"github.com/metastore-io/metastore/internal/format/etcddb"
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/member/restore"
 	"github.com/metastore-io/metastore/internal/memory"
 	"github.com/metastore-io/metastore/internal/rocksdb"
 	"github.com/metastore-io/metastore/test/testutil"
@@ -65,8 +66,8 @@ func restoredConfig(t *testing.T, dataDir string) Config {
 	return cfg
 }
 
-func restoreConfigFor(cfg Config, snapshot string, open func(string) (kvstore.Backend, error)) RestoreConfig {
-	return RestoreConfig{
+func restoreConfigFor(cfg Config, snapshot string, open func(string) (kvstore.Backend, error)) restore.Config {
+	return restore.Config{
 		SnapshotPath:        snapshot,
 		DataDir:             cfg.DataDir,
 		Name:                cfg.Name,
@@ -124,7 +125,7 @@ func TestRestoredMemberHoldsTheSnapshotsState(t *testing.T) {
 			}
 
 			cfg := restoredConfig(t, filepath.Join(t.TempDir(), "restored"))
-			if err := RestoreSnapshot(restoreConfigFor(cfg, path, tc.dst)); err != nil {
+			if err := restore.DataDir(restoreConfigFor(cfg, path, tc.dst)); err != nil {
 				t.Fatal(err)
 			}
 			backend, err := tc.dst(cfg.DataDir)
@@ -266,15 +267,15 @@ func TestRestoreRefusesAndLeavesNothingBehind(t *testing.T) {
 	}
 
 	cases := map[string]struct {
-		change func(*RestoreConfig)
+		change func(*restore.Config)
 		want   string
 	}{
-		"corrupt file":                {func(c *RestoreConfig) { c.SnapshotPath = corrupt }, corrupt + ": not a valid etcd snapshot file: expected sha256"},
-		"truncated file":              {func(c *RestoreConfig) { c.SnapshotPath = truncated }, truncated + ": not a valid etcd snapshot file: expected sha256"},
-		"bump without mark-compacted": {func(c *RestoreConfig) { c.RevisionBump = 10 }, "--mark-compacted required"},
-		"missing file":                {func(c *RestoreConfig) { c.SnapshotPath = good + ".absent" }, "no such file"},
-		"name not listed":             {func(c *RestoreConfig) { c.Name = "stranger" }, `couldn't find local name "stranger"`},
-		"engine fails": {func(c *RestoreConfig) {
+		"corrupt file":                {func(c *restore.Config) { c.SnapshotPath = corrupt }, corrupt + ": not a valid etcd snapshot file: expected sha256"},
+		"truncated file":              {func(c *restore.Config) { c.SnapshotPath = truncated }, truncated + ": not a valid etcd snapshot file: expected sha256"},
+		"bump without mark-compacted": {func(c *restore.Config) { c.RevisionBump = 10 }, "--mark-compacted required"},
+		"missing file":                {func(c *restore.Config) { c.SnapshotPath = good + ".absent" }, "no such file"},
+		"name not listed":             {func(c *restore.Config) { c.Name = "stranger" }, `couldn't find local name "stranger"`},
+		"engine fails": {func(c *restore.Config) {
 			c.OpenBackend = func(string) (kvstore.Backend, error) { return nil, errors.New("disk on fire") }
 		}, "disk on fire"},
 	}
@@ -283,7 +284,7 @@ func TestRestoreRefusesAndLeavesNothingBehind(t *testing.T) {
 			parent := t.TempDir()
 			cfg := restoreConfigFor(restoredConfig(t, filepath.Join(parent, "restored")), good, openMemory)
 			tc.change(&cfg)
-			err := RestoreSnapshot(cfg)
+			err := restore.DataDir(cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("restore: %v, want an error saying %q", err, tc.want)
 			}
@@ -298,14 +299,14 @@ func TestRestoreRefusesAndLeavesNothingBehind(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(cfg.DataDir, "precious"), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		err := RestoreSnapshot(cfg)
+		err := restore.DataDir(cfg)
 		if err == nil || !strings.Contains(err.Error(), "not empty") {
 			t.Fatalf("restore into a used data dir: %v, want a refusal", err)
 		}
 	})
 	t.Run("empty data dir is fine", func(t *testing.T) {
 		cfg := restoreConfigFor(restoredConfig(t, t.TempDir()), good, openMemory)
-		if err := RestoreSnapshot(cfg); err != nil {
+		if err := restore.DataDir(cfg); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -329,7 +330,7 @@ func TestRestoreBumpsRevisionAndMarksItCompacted(t *testing.T) {
 	cfg := restoredConfig(t, filepath.Join(t.TempDir(), "restored"))
 	rc := restoreConfigFor(cfg, path, openMemory)
 	rc.RevisionBump, rc.MarkCompacted = 1000, true
-	if err := RestoreSnapshot(rc); err != nil {
+	if err := restore.DataDir(rc); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Backend = memory.New()
@@ -379,7 +380,7 @@ func TestRestoreOfMetaStoresOldFormat(t *testing.T) {
 	var progressed int64
 	rc := restoreConfigFor(cfg, path, openMemory)
 	rc.Progress = func(done, total int64) { progressed = done }
-	if err := RestoreSnapshot(rc); err != nil {
+	if err := restore.DataDir(rc); err != nil {
 		t.Fatal(err)
 	}
 	if progressed == 0 {
@@ -414,13 +415,13 @@ func TestRestoreWithADedicatedWALDir(t *testing.T) {
 	if err := os.Mkdir(rc.WALDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := RestoreSnapshot(rc); err == nil || !strings.Contains(err.Error(), "exists") {
+	if err := restore.DataDir(rc); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Fatalf("restore into an existing wal-dir: %v", err)
 	}
 	if err := os.Remove(rc.WALDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := RestoreSnapshot(rc); err != nil {
+	if err := restore.DataDir(rc); err != nil {
 		t.Fatal(err)
 	}
 	if entries, err := os.ReadDir(rc.WALDir); err != nil || len(entries) == 0 {

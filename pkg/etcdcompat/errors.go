@@ -55,9 +55,14 @@ var grpcErrors = map[error]error{
 	auth.ErrAuthOldRevision:      rpctypes.ErrGRPCAuthOldRevision,
 }
 
-// toGRPCError converts an error from the store or the server into the
-// status etcd would return. Context errors are left to gRPC, which turns
-// them into Canceled / DeadlineExceeded as etcd's server does.
+// ToGRPCError converts an error from the store or the server into the
+// status etcd would return: the mapping every service here answers with,
+// exported so that the differential tests against etcd (test/etcddiff)
+// check this table and not a copy of it. Context errors are left to
+// gRPC, which turns them into Canceled / DeadlineExceeded as etcd's
+// server does.
+func ToGRPCError(err error) error { return toGRPCError(err) }
+
 func toGRPCError(err error) error {
 	if err == nil {
 		return nil

@@ -2,56 +2,27 @@ package etcddiff
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
 // requestTimeout bounds one request to the reference etcd.
 const requestTimeout = 10 * time.Second
 
-// grpcErrors is the mapping of kvstore's errors to the gRPC errors etcd
-// returns for the same condition, as kvstore's doc prescribes for the
-// gRPC layer. Every comparison goes through it, so it is checked against
-// the real etcd.
-var grpcErrors = []struct{ err, grpc error }{
-	{kvstore.ErrCompacted, rpctypes.ErrGRPCCompacted},
-	{kvstore.ErrFutureRev, rpctypes.ErrGRPCFutureRev},
-	{kvstore.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound},
-	{kvstore.ErrKeyNotFound, rpctypes.ErrGRPCKeyNotFound},
-	{kvstore.ErrEmptyKey, rpctypes.ErrGRPCEmptyKey},
-	{kvstore.ErrValueProvided, rpctypes.ErrGRPCValueProvided},
-	{kvstore.ErrLeaseProvided, rpctypes.ErrGRPCLeaseProvided},
-	{kvstore.ErrTooManyOps, rpctypes.ErrGRPCTooManyOps},
-	{kvstore.ErrDuplicateKey, rpctypes.ErrGRPCDuplicateKey},
-	{kvstore.ErrInvalidSortOption, rpctypes.ErrGRPCInvalidSortOption},
-}
-
-// toGRPC maps one of kvstore's errors to etcd's gRPC error; others are
-// returned unchanged (and will not match anything etcd says).
-func toGRPC(err error) error {
-	for _, m := range grpcErrors {
-		if errors.Is(err, m.err) {
-			return m.grpc
-		}
-	}
-	return err
-}
-
-// sameError compares our error with etcd's on the wire: status code and
-// message.
+// sameError compares our error, as the gRPC services answer it
+// (etcdcompat.ToGRPCError, the production mapping), with etcd's on the
+// wire: status code and message.
 func sameError(ours, theirs error) bool {
 	if ours == nil || theirs == nil {
 		return ours == theirs
 	}
-	a, aok := status.FromError(toGRPC(ours))
+	a, aok := status.FromError(etcdcompat.ToGRPCError(ours))
 	b, bok := status.FromError(theirs)
 	return aok && bok && a.Code() == b.Code() && a.Message() == b.Message()
 }

@@ -1,4 +1,4 @@
-package server
+package restore
 
 import (
 	"errors"
@@ -28,12 +28,16 @@ import (
 // election is then of term 2.
 const restoredTerm = 1
 
-// RestoreConfig describes the data dir `metastore snapshot restore`
+// memberDirName is the member's folder in a data dir (raftnode's files,
+// the RocksDB engine's), as a member started on it expects.
+const memberDirName = "member"
+
+// Config describes the data dir `metastore snapshot restore`
 // creates: which snapshot file, and which member of which new cluster it
 // is for. Name, InitialCluster, InitialClusterToken and PeerURLs mean
-// what they mean in Config, and the member must be started with the same
+// what they mean in server.Config, and the member must be started with the same
 // values: they derive the new member and cluster IDs.
-type RestoreConfig struct {
+type Config struct {
 	SnapshotPath        string
 	DataDir             string
 	Name                string
@@ -54,7 +58,7 @@ type RestoreConfig struct {
 	RevisionBump  uint64
 	MarkCompacted bool
 	// OpenBackend opens the storage engine of a data dir, the engine
-	// the member will be started with (as for Config.Backend).
+	// the member will be started with (as for server.Config.Backend).
 	OpenBackend func(dataDir string) (kvstore.Backend, error)
 	// Progress, if set, is told now and then how many of total units
 	// (records of an etcd snapshot, bytes of a MetaStore one) are loaded.
@@ -66,7 +70,7 @@ type RestoreConfig struct {
 // --mark-compacted or the other way round.
 var ErrBumpWithoutCompact = errors.New("--mark-compacted required if --revision-bump > 0")
 
-// RestoreSnapshot creates cfg.DataDir from a snapshot file, as etcdutl
+// DataDir creates cfg.DataDir from a snapshot file, as etcdutl
 // snapshot restore does: the new member starts with the snapshot's keys,
 // revisions, compaction point and leases, while the member list of the
 // cluster it was saved from is replaced by the initial cluster of the
@@ -81,7 +85,7 @@ var ErrBumpWithoutCompact = errors.New("--mark-compacted required if --revision-
 // member restarts from that snapshot. Everything is written under a
 // temporary name next to DataDir and renamed into place at the end, so
 // an interrupted restore leaves no data dir a member would start from.
-func RestoreSnapshot(cfg RestoreConfig) error {
+func DataDir(cfg Config) error {
 	start := time.Now()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -89,12 +93,7 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 	if err := checkRestoreTarget(cfg); err != nil {
 		return err
 	}
-	who, err := newClusterIdentity(Config{
-		Name:                cfg.Name,
-		InitialCluster:      cfg.InitialCluster,
-		InitialClusterToken: cfg.InitialClusterToken,
-		PeerURLs:            cfg.PeerURLs,
-	})
+	who, err := membership.NewBootstrap(cfg.Name, cfg.InitialCluster, cfg.InitialClusterToken, cfg.PeerURLs)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
@@ -108,13 +107,13 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 		}
 	}()
 	cfg.Logger.Info("restoring snapshot", "path", cfg.SnapshotPath, "format", src.format, "data-dir", cfg.DataDir,
-		"member-id", fmt.Sprintf("%x", who.memberID), "cluster-id", fmt.Sprintf("%x", who.clusterID))
+		"member-id", fmt.Sprintf("%x", who.MemberID), "cluster-id", fmt.Sprintf("%x", who.ClusterID))
 	rev, err := buildDataDirInPlace(cfg, src, who)
 	if err != nil {
 		return err
 	}
 	cfg.Logger.Info("restored snapshot", "path", cfg.SnapshotPath, "data-dir", cfg.DataDir, "revision", rev,
-		"member-id", fmt.Sprintf("%x", who.memberID), "cluster-id", fmt.Sprintf("%x", who.clusterID),
+		"member-id", fmt.Sprintf("%x", who.MemberID), "cluster-id", fmt.Sprintf("%x", who.ClusterID),
 		"took", time.Since(start))
 	return nil
 }
@@ -122,7 +121,7 @@ func RestoreSnapshot(cfg RestoreConfig) error {
 // checkRestoreTarget refuses, before anything is read or created, the
 // options etcdutl refuses and a data dir or WAL dir a restore would
 // write over.
-func checkRestoreTarget(cfg RestoreConfig) error {
+func checkRestoreTarget(cfg Config) error {
 	if cfg.DataDir == "" {
 		return errors.New("restore snapshot: no data dir")
 	}
@@ -145,7 +144,7 @@ func checkRestoreTarget(cfg RestoreConfig) error {
 // cfg.DataDir and renames it into place once complete; on error it
 // removes what it wrote (the WAL dir included). It returns the store
 // revision the data dir holds.
-func buildDataDirInPlace(cfg RestoreConfig, src *snapshotSource, who identity) (int64, error) {
+func buildDataDirInPlace(cfg Config, src *snapshotSource, who membership.Bootstrap) (int64, error) {
 	parent := filepath.Dir(filepath.Clean(cfg.DataDir))
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return 0, fmt.Errorf("restore snapshot: create the parent of %s: %w", cfg.DataDir, err)
@@ -214,7 +213,7 @@ type snapshotSource struct {
 // openSnapshotSource tells the formats apart by their first bytes (a
 // bbolt database's magic, or MetaStore's) and verifies the file's
 // digest before anything is created.
-func openSnapshotSource(cfg RestoreConfig) (*snapshotSource, error) {
+func openSnapshotSource(cfg Config) (*snapshotSource, error) {
 	isEtcd, err := etcddb.IsDBFile(cfg.SnapshotPath)
 	if err != nil {
 		return nil, err
@@ -258,8 +257,8 @@ func openSnapshotSource(cfg RestoreConfig) (*snapshotSource, error) {
 
 // buildDataDir writes the member's data dir into dir and returns the
 // store revision it holds.
-func buildDataDir(cfg RestoreConfig, dir string, src *snapshotSource, who identity) (rev int64, err error) {
-	memberDir := memberDataDir(dir)
+func buildDataDir(cfg Config, dir string, src *snapshotSource, who membership.Bootstrap) (rev int64, err error) {
+	memberDir := filepath.Join(dir, memberDirName)
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
 		return 0, fmt.Errorf("create %s: %w", memberDir, err)
 	}
@@ -288,8 +287,8 @@ func buildDataDir(cfg RestoreConfig, dir string, src *snapshotSource, who identi
 		}
 	}
 
-	meta := raftpb.SnapshotMetadata{Index: uint64(len(who.bootstrap)), Term: restoredTerm}
-	for _, p := range who.bootstrap {
+	meta := raftpb.SnapshotMetadata{Index: uint64(len(who.Peers)), Term: restoredTerm}
+	for _, p := range who.Peers {
 		meta.ConfState.Voters = append(meta.ConfState.Voters, p.ID)
 	}
 	if err := resetMembers(kv, who); err != nil {
@@ -314,7 +313,7 @@ func buildDataDir(cfg RestoreConfig, dir string, src *snapshotSource, who identi
 
 // finishRevisions runs an etcd file's unfinished compaction, as etcd
 // does on start, then etcdutl's --bump-revision --mark-compacted.
-func finishRevisions(kv *kvstore.Store, scheduledCompact int64, cfg RestoreConfig) error {
+func finishRevisions(kv *kvstore.Store, scheduledCompact int64, cfg Config) error {
 	if scheduledCompact > kv.CompactRev() {
 		if _, err := kv.Compact(min(scheduledCompact, kv.Rev())); err != nil && !errors.Is(err, kvstore.ErrCompacted) {
 			return fmt.Errorf("run the snapshot's scheduled compaction at %d: %w", scheduledCompact, err)
@@ -331,7 +330,7 @@ func finishRevisions(kv *kvstore.Store, scheduledCompact int64, cfg RestoreConfi
 // resetMembers replaces the member list with the initial cluster's, as
 // the state machine records it from a new cluster's bootstrap entries, and
 // keeps the recorded cluster version.
-func resetMembers(kv *kvstore.Store, who identity) error {
+func resetMembers(kv *kvstore.Store, who membership.Bootstrap) error {
 	var old [][]byte
 	if err := kv.AscendAux(membership.Bucket, func(key, _ []byte) bool {
 		// The cluster version stays, as etcdutl's restore keeps etcd's
@@ -346,8 +345,8 @@ func resetMembers(kv *kvstore.Store, who identity) error {
 	for _, key := range old {
 		kv.DeleteAux(membership.Bucket, key)
 	}
-	members := membership.New(who.memberID, who.clusterID)
-	for _, p := range who.bootstrap {
+	members := membership.New(who.MemberID, who.ClusterID)
+	for _, p := range who.Peers {
 		var m membershippb.Member
 		if err := m.Unmarshal(p.Context); err != nil {
 			return fmt.Errorf("decode initial member %x: %w", p.ID, err)
@@ -363,8 +362,8 @@ func resetMembers(kv *kvstore.Store, who identity) error {
 // saveRaftSnapshot makes the store's state the member's Raft snapshot at
 // meta (raftnode.Seed): the snapshot file in the engine's own image
 // format, and a log that records it as installed.
-func saveRaftSnapshot(kv *kvstore.Store, memberDir, walDir string, meta raftpb.SnapshotMetadata, who identity, logger *slog.Logger) error {
+func saveRaftSnapshot(kv *kvstore.Store, memberDir, walDir string, meta raftpb.SnapshotMetadata, who membership.Bootstrap, logger *slog.Logger) error {
 	view := kv.SnapshotView()
 	defer view.Release()
-	return raftnode.SeedAt(memberDir, walDir, raftnode.Identity{MemberID: who.memberID, ClusterID: who.clusterID}, meta, view, logger)
+	return raftnode.SeedAt(memberDir, walDir, raftnode.Identity{MemberID: who.MemberID, ClusterID: who.ClusterID}, meta, view, logger)
 }

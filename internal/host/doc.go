@@ -8,4 +8,5 @@
 //	sdnotify    systemd's readiness notification
 //	progress    progress reports of long operations
 //	tlsutil     TLS for client and peer listeners, with etcd's rules
+//	promreg     a part's Prometheus collectors registered as one set
 package host

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
@@ -80,10 +82,8 @@ func newMetrics(s *Store, reg prometheus.Registerer) (*metrics, error) {
 		gauge("etcd_debugging", "compact_revision", "The revision of the last compaction in store.",
 			func() float64 { return float64(s.CompactRev()) }),
 	}
-	for _, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("kvstore: register metrics: %w", err)
-		}
+	if _, err := promreg.Register(reg, collectors...); err != nil {
+		return nil, fmt.Errorf("kvstore: register metrics: %w", err)
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
 )
 
 // metrics are etcd's lease metrics, under etcd's names so existing
@@ -44,10 +46,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.granted, m.revoked, m.renewed, m.expired, m.ttls} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("lease: register metrics: %w", err)
-		}
+	if _, err := promreg.Register(reg, m.granted, m.revoked, m.renewed, m.expired, m.ttls); err != nil {
+		return nil, fmt.Errorf("lease: register metrics: %w", err)
 	}
 	return m, nil
 }

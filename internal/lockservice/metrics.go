@@ -1,6 +1,10 @@
 package lockservice
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
+)
 
 // Release and abandon reasons (metric labels).
 const (
@@ -67,11 +71,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.acquisitions, m.waitSeconds, m.waiting, m.holdSeconds,
-		m.held, m.releases, m.abandoned, m.outcomes, m.failed} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if _, err := promreg.Register(reg, m.acquisitions, m.waitSeconds, m.waiting, m.holdSeconds,
+		m.held, m.releases, m.abandoned, m.outcomes, m.failed); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
 )
 
 // metrics are the node's Prometheus collectors, under etcd 3.6's names,
@@ -30,10 +32,10 @@ type metrics struct {
 	readIndexesFailed     prometheus.Counter
 	readIndexRounds       prometheus.Counter
 
-	// registered are the collectors on reg, unregistered by Node.Stop so
-	// that a member restarted in the same process can register again.
-	reg        prometheus.Registerer
-	registered []prometheus.Collector
+	// registered are the collectors on the registry, unregistered by
+	// Node.Stop so that a member restarted in the same process can
+	// register again.
+	registered *promreg.Set
 }
 
 // etcdDiskBuckets are etcd's buckets for WAL and snapshot fsyncs and
@@ -92,25 +94,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	m.reg = reg
-	for _, c := range []prometheus.Collector{
+	registered, err := promreg.Register(reg,
 		m.walFsyncSeconds, m.walWriteSeconds, m.walWriteBytes, m.snapshotSaveSeconds, m.snapshotWriteSeconds,
 		m.snapshotFsyncSeconds, m.snapshotApplying,
 		m.proposalsCommitted, m.proposalsApplied, m.proposalsFailed, m.leaderChanges, m.hasLeader, m.isLeader,
-		m.heartbeatSendFailures, m.slowReadIndexes, m.readIndexesFailed, m.readIndexRounds,
-	} {
-		if err := reg.Register(c); err != nil {
-			m.unregister()
-			return nil, fmt.Errorf("raftnode: register metrics: %w", err)
-		}
-		m.registered = append(m.registered, c)
+		m.heartbeatSendFailures, m.slowReadIndexes, m.readIndexesFailed, m.readIndexRounds)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: register metrics: %w", err)
 	}
+	m.registered = registered
 	return m, nil
 }
 
-func (m *metrics) unregister() {
-	for _, c := range m.registered {
-		m.reg.Unregister(c)
-	}
-	m.registered = nil
-}
+func (m *metrics) unregister() { m.registered.Unregister() }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/auth"
@@ -157,10 +159,8 @@ func newServerMetrics(reg prometheus.Registerer, warnApplyDuration time.Duration
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "os", Subsystem: "fd", Name: "limit",
 			Help: "The file descriptor limit."}, fdLimit),
 	}
-	for _, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("server: register metrics: %w", err)
-		}
+	if _, err := promreg.Register(reg, collectors...); err != nil {
+		return nil, fmt.Errorf("server: register metrics: %w", err)
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
 )
 
 // metrics are the hub's collectors, named as etcd names the same figures
@@ -45,10 +47,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Namespace: "etcd_debugging", Subsystem: "mvcc", Name: "pending_events_total",
 		Help: "Total number of pending events to be sent.",
 	}, func() float64 { return float64(m.pendingEvents.Load()) })
-	for _, c := range []prometheus.Collector{m.streams, m.watchers, m.slow, events, pending} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if _, err := promreg.Register(reg, m.streams, m.watchers, m.slow, events, pending); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

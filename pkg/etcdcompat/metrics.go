@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
@@ -99,10 +101,8 @@ func newClientMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, e
 		versionGauge("cluster", "version", "Which version is running. 1 for 'cluster_version' label with current cluster version",
 			"cluster_version", majorMinor(EtcdClusterVersion)),
 	}
-	for _, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("etcdcompat: register metrics: %w", err)
-		}
+	if _, err := promreg.Register(reg, collectors...); err != nil {
+		return nil, fmt.Errorf("etcdcompat: register metrics: %w", err)
 	}
 	return m, nil
 }

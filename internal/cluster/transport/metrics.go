@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
 )
 
 // metrics are the transport's Prometheus collectors: etcd 3.6's
@@ -39,8 +41,9 @@ type metrics struct {
 	snapshotDBSaveSeconds  prometheus.Histogram
 	snapshotDBFsyncSeconds prometheus.Histogram
 
-	reg        prometheus.Registerer
-	registered []prometheus.Collector
+	// registered are the collectors on the registry, unregistered on
+	// Stop so that another transport can register on it.
+	registered *promreg.Set
 }
 
 // snapshotBuckets are etcd's: 100 ms doubling to 51.2 s.
@@ -97,37 +100,28 @@ func newMetrics(reg prometheus.Registerer, local uint64) (*metrics, error) {
 			Help:    "The latency distributions of fsyncing .snap.db file",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
-		reg: reg,
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{
+	registered, err := promreg.Register(reg,
 		m.sentBytes, m.receivedBytes, m.sentFailures, m.receivedFailures, m.sentMessages, m.receivedMessages,
 		m.roundTrip, m.activePeers, m.disconnected,
 		m.snapshotSent, m.snapshotSendFailures, m.snapshotSendInflight, m.snapshotSendSeconds,
 		m.snapshotReceived, m.snapshotRecvFailures, m.snapshotRecvInflight, m.snapshotReceiveSecond,
-		m.snapshotDBSaveSeconds, m.snapshotDBFsyncSeconds,
-	} {
-		if err := reg.Register(c); err != nil {
-			m.unregister()
-			var already prometheus.AlreadyRegisteredError
-			if errors.As(err, &already) {
-				return nil, fmt.Errorf("transport: register metrics (another transport still registered on this registry?): %w", err)
-			}
-			return nil, fmt.Errorf("transport: register metrics: %w", err)
+		m.snapshotDBSaveSeconds, m.snapshotDBFsyncSeconds)
+	if err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			return nil, fmt.Errorf("transport: register metrics (another transport still registered on this registry?): %w", err)
 		}
-		m.registered = append(m.registered, c)
+		return nil, fmt.Errorf("transport: register metrics: %w", err)
 	}
+	m.registered = registered
 	return m, nil
 }
 
-func (m *metrics) unregister() {
-	for _, c := range m.registered {
-		m.reg.Unregister(c)
-	}
-	m.registered = nil
-}
+func (m *metrics) unregister() { m.registered.Unregister() }
 
 // peerMetrics are one peer's children of the outgoing collectors.
 type peerMetrics struct {

@@ -1,6 +1,10 @@
 package lock
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metastore-io/metastore/internal/host/promreg"
+)
 
 // Metrics are the lock metrics of the design: wait time, hold time,
 // acquisitions by result (success rate) and renewals by result (renew
@@ -29,10 +33,6 @@ func NewMetrics() *Metrics {
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.WaitSeconds, m.HoldSeconds, m.Acquires, m.Renews} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := promreg.Register(reg, m.WaitSeconds, m.HoldSeconds, m.Acquires, m.Renews)
+	return err
 }

@@ -53,7 +53,7 @@ func (c raftCompactor) Compact(ctx context.Context, rev int64) error {
 // updateLeadership. The batcher learns first, so a keep-alive that sees
 // the new leader in memberLeases is never refused as stale by it.
 func (s *Server) leaderChanged(leader, term uint64) {
-	s.renewals.retarget(leader)
+	s.renewals.Retarget(leader)
 	s.leases.leaderChanged(leader, term)
 	if s.compactor == nil {
 		return

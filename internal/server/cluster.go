@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/forward"
 	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/raftnode"
@@ -142,7 +143,7 @@ func (s *Server) MemberPromote(ctx context.Context, id uint64) ([]*membershippb.
 		default:
 			err = ErrNoLeader
 		}
-		retry := errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || isForwardFailure(err)
+		retry := errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || forward.IsFailure(err)
 		if !retry {
 			return members, err
 		}
@@ -153,7 +154,7 @@ func (s *Server) MemberPromote(ctx context.Context, id uint64) ([]*membershippb.
 }
 
 func (s *Server) forwardPromote(ctx context.Context, leader, id uint64) ([]*membershippb.Member, error) {
-	body, err := forward(ctx, s.transport, leader, methodMemberPromote, &pb.MemberPromoteRequest{ID: id})
+	body, err := forward.Call(ctx, s.transport, leader, forward.MethodMemberPromote, &pb.MemberPromoteRequest{ID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func (s *Server) learnerReady(ctx context.Context, id uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, learnerProbeTimeout)
 	defer cancel()
-	body, err := forward(ctx, s.transport, id, methodMemberStatus, &pb.StatusRequest{})
+	body, err := forward.Call(ctx, s.transport, id, forward.MethodMemberStatus, &pb.StatusRequest{})
 	if err != nil {
 		s.log.Warn("rejecting promote: cannot reach the learner", "learner", fmt.Sprintf("%x", id), "error", err)
 		return ErrLearnerNotReady

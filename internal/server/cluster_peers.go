@@ -16,6 +16,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/membershippb"
 
+	"github.com/metastore-io/metastore/internal/cluster/corruption"
 	"github.com/metastore-io/metastore/internal/cluster/transport"
 )
 
@@ -55,7 +56,7 @@ type remoteCluster struct {
 func (s *Server) PeerHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(membersPath, s.serveMembers)
-	mux.HandleFunc(peerHashKVPath, s.serveHashKV)
+	mux.HandleFunc(corruption.PeerHashKVPath, s.corruption.ServeHashKV)
 	if s.transport != nil {
 		mux.Handle("/", s.transport.Handler())
 	}

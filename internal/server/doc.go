@@ -40,10 +40,10 @@
 //   - cluster*.go: identity (member and cluster IDs derived as etcd does),
 //     bootstrap of new and joining members, membership changes through Raft
 //     conf changes, and keeping the peer transport's peer list in step.
-//   - forward*.go: requests only the leader can answer (lease keep-alive and
-//     time-to-live, learner promotion) forwarded to it over the transport;
-//     keep-alives in batches, one batch in flight per member
-//     (forward_renew.go).
+//   - forward*.go: the leader's side of the requests only it can answer
+//     (lease keep-alive and time-to-live, learner promotion), forwarded to
+//     it over the transport; the caller's side, keep-alives in batches with
+//     one in flight per member, is internal/cluster/forward.
 //   - The watch hub (internal/watch) gets the events each store commit
 //     returns, from the state machine, and never blocks it.
 //   - notices.go: the loop that acts on what apply leaves for the member

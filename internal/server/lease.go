@@ -195,7 +195,7 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 func (s *Server) LeaseRenew(ctx context.Context, id int64) (int64, error) {
 	ttl, err := atLeader(ctx, s,
 		func(ctx context.Context) (int64, error) { return s.leases.lessor.Renew(ctx, id) },
-		func(ctx context.Context, leader uint64) (int64, error) { return s.renewals.renew(ctx, leader, id) })
+		func(ctx context.Context, leader uint64) (int64, error) { return s.renewals.Renew(ctx, leader, id) })
 	if err != nil {
 		return -1, err
 	}

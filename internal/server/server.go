@@ -22,6 +22,8 @@ import (
 	"go.etcd.io/raft/v3"
 
 	"github.com/metastore-io/metastore/internal/auth"
+	"github.com/metastore-io/metastore/internal/cluster/corruption"
+	"github.com/metastore-io/metastore/internal/cluster/forward"
 	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/cluster/transport"
@@ -169,7 +171,7 @@ type Server struct {
 	node    *raftnode.Node
 	leases  *memberLeases
 	// renewals batches the keep-alives this member forwards to the leader.
-	renewals *renewBatcher
+	renewals *forward.RenewBatcher
 	hub      *watch.Hub // delivers committed events to watchers
 	// notices are what apply leaves for the member to do through raft
 	// (the loop in notices.go acts on them).
@@ -193,7 +195,7 @@ type Server struct {
 	// from New to stop and proposes only while this member leads.
 	compactor *compactor.Compactor
 	// corruption runs the corruption checks (corrupt.go).
-	corruption *corruptionChecker
+	corruption *corruption.Checker
 	// defragLogEvery paces Defragment's progress lines
 	// (defragProgressInterval; tests shorten it).
 	defragLogEvery time.Duration
@@ -407,7 +409,7 @@ func (s *Server) startRaft(who identity) error {
 		return fmt.Errorf("server: create peer transport: %w", err)
 	}
 	s.transport = tr
-	s.renewals = newRenewBatcher(tr, &s.users, s.leases.electionTimeout, s.stopping)
+	s.renewals = forward.NewRenewBatcher(tr, s.users.spawn, s.leases.electionTimeout, s.stopping)
 	s.peers.seed(s.log, tr, who.peers)
 	s.peers.sync(s.log, tr, s.cluster.Members(), s.cluster.IsRemoved)
 	s.learner.Store(s.cluster.IsLearner(s.id))

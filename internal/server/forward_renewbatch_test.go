@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,47 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/metastore-io/metastore/internal/cluster/forward"
 	"github.com/metastore-io/metastore/internal/lease"
 )
-
-func TestRenewBatchCodec(t *testing.T) {
-	ids := []int64{7, 9, -1, 1 << 62}
-	got, err := decodeRenewBatch(encodeRenewBatch(ids))
-	if err != nil || !slices.Equal(got, ids) {
-		t.Fatalf("round trip of %v: %v, %v", ids, got, err)
-	}
-	if got, err := decodeRenewBatch(nil); err != nil || len(got) != 0 {
-		t.Fatalf("empty batch: %v, %v", got, err)
-	}
-	for _, bad := range [][]byte{{5, 8}, {0x80}, {2, 0xff, 0xff}} {
-		if _, err := decodeRenewBatch(bad); err == nil {
-			t.Errorf("decodeRenewBatch(%x) accepted", bad)
-		}
-	}
-	// The example in forward_renew.go's comment.
-	if want := []byte{2, 8, 7, 2, 8, 9}; !bytes.Equal(encodeRenewBatch([]int64{7, 9}), want) {
-		t.Errorf("encodeRenewBatch(7, 9) = %x, want %x", encodeRenewBatch([]int64{7, 9}), want)
-	}
-}
-
-// FuzzDecodeRenewBatch: batches arrive from the network; decoding never
-// panics, and what decodes encodes back to a batch with the same IDs.
-func FuzzDecodeRenewBatch(f *testing.F) {
-	f.Add(encodeRenewBatch([]int64{1, 2, 3}))
-	f.Add([]byte{})
-	f.Add([]byte{0x80, 0x80})
-	f.Add([]byte{3, 8, 1})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		ids, err := decodeRenewBatch(data)
-		if err != nil {
-			return
-		}
-		again, err := decodeRenewBatch(encodeRenewBatch(ids))
-		if err != nil || !slices.Equal(again, ids) {
-			t.Fatalf("re-encoded %v decodes to %v, %v", ids, again, err)
-		}
-	})
-}
 
 // Keep-alives arriving at a follower together share forwarded batches, and
 // each gets its own lease's answer from the leader.
@@ -75,7 +35,7 @@ func TestFollowerBatchesKeepAlives(t *testing.T) {
 	}
 	unknown := ids[len(ids)-1] + 1000
 
-	before := follower.srv.renewals.batches.Load()
+	before := follower.srv.renewals.Batches()
 	const rounds = 50
 	var wg sync.WaitGroup
 	errs := make(chan error, rounds*(len(ids)+1))
@@ -102,7 +62,7 @@ func TestFollowerBatchesKeepAlives(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	sent := follower.srv.renewals.batches.Load() - before
+	sent := follower.srv.renewals.Batches() - before
 	if total := uint64(rounds * (len(ids) + 1)); sent == 0 || sent > total {
 		t.Fatalf("%d keep-alives went in %d batches", total, sent)
 	}
@@ -120,9 +80,9 @@ func TestKeepAliveToLeaderOfEarlierBuild(t *testing.T) {
 	leader := leaderOf(t, ms)
 	follower := testMembersExcept(ms, leader)[0]
 	var refused atomic.Int64
-	if err := leader.srv.transport.RegisterForwardHandler(methodLeaseRenewBatch, func(context.Context, []byte) ([]byte, error) {
+	if err := leader.srv.transport.RegisterForwardHandler(forward.MethodLeaseRenewBatch, func(context.Context, []byte) ([]byte, error) {
 		refused.Add(1)
-		return nil, status.Errorf(codes.Unimplemented, "no forward handler for method %q", methodLeaseRenewBatch)
+		return nil, status.Errorf(codes.Unimplemented, "no forward handler for method %q", forward.MethodLeaseRenewBatch)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +137,7 @@ func hangBatches(t *testing.T, m *testMember) (entered <-chan struct{}) {
 	in := make(chan struct{}, 64)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	if err := m.srv.transport.RegisterForwardHandler(methodLeaseRenewBatch, func(context.Context, []byte) ([]byte, error) {
+	if err := m.srv.transport.RegisterForwardHandler(forward.MethodLeaseRenewBatch, func(context.Context, []byte) ([]byte, error) {
 		select {
 		case in <- struct{}{}:
 		default:
@@ -197,10 +157,10 @@ type renewResult struct {
 	at  time.Time
 }
 
-func renewAsync(ctx context.Context, b *renewBatcher, leader uint64, id int64) <-chan renewResult {
+func renewAsync(ctx context.Context, b *forward.RenewBatcher, leader uint64, id int64) <-chan renewResult {
 	ch := make(chan renewResult, 1)
 	go func() {
-		ttl, err := b.renew(ctx, leader, id)
+		ttl, err := b.Renew(ctx, leader, id)
 		ch <- renewResult{ttl, err, time.Now()}
 	}()
 	return ch
@@ -217,11 +177,11 @@ func TestRenewBatcherRetargetsPastStuckMember(t *testing.T) {
 	from, stuck := followers[0], followers[1]
 	entered := hangBatches(t, stuck)
 	g := grantLease(ctx, t, from, 30)
-	b := newRenewBatcher(from.srv.transport, &from.srv.users, time.Hour, from.srv.stopping)
+	b := forward.NewRenewBatcher(from.srv.transport, from.srv.users.spawn, time.Hour, from.srv.stopping)
 
 	// The batcher believes the stuck member leads: keep-alives go there
 	// and wait, the first in a batch on its way, the others behind it.
-	b.retarget(stuck.srv.id)
+	b.Retarget(stuck.srv.id)
 	first := renewAsync(ctx, b, stuck.srv.id, g.ID)
 	select {
 	case <-entered:
@@ -232,7 +192,7 @@ func TestRenewBatcherRetargetsPastStuckMember(t *testing.T) {
 
 	// Raft reports the real leader: both are answered at once, retryably.
 	changedAt := time.Now()
-	b.retarget(leader.srv.id)
+	b.Retarget(leader.srv.id)
 	for _, ch := range []<-chan renewResult{first, queued} {
 		select {
 		case r := <-ch:
@@ -249,11 +209,11 @@ func TestRenewBatcherRetargetsPastStuckMember(t *testing.T) {
 		}
 	}
 	// A keep-alive for a member that no longer leads is refused at once.
-	if _, err := b.renew(ctx, stuck.srv.id, g.ID); !errors.Is(err, lease.ErrNotPrimary) {
+	if _, err := b.Renew(ctx, stuck.srv.id, g.ID); !errors.Is(err, lease.ErrNotPrimary) {
 		t.Fatalf("keep-alive to a member that does not lead: %v, want ErrNotPrimary", err)
 	}
 	// The new leader renews, whatever the stuck member still holds.
-	if ttl, err := b.renew(ctx, leader.srv.id, g.ID); err != nil || ttl != 30 {
+	if ttl, err := b.Renew(ctx, leader.srv.id, g.ID); err != nil || ttl != 30 {
 		t.Fatalf("keep-alive to the new leader: ttl %d, %v; want 30", ttl, err)
 	}
 }
@@ -266,10 +226,10 @@ func TestRenewBatchBoundedByCallTimeout(t *testing.T) {
 	from := followers[0]
 	hangBatches(t, leader)
 	const callTimeout = 200 * time.Millisecond
-	b := newRenewBatcher(from.srv.transport, &from.srv.users, callTimeout, from.srv.stopping)
-	b.retarget(leader.srv.id)
+	b := forward.NewRenewBatcher(from.srv.transport, from.srv.users.spawn, callTimeout, from.srv.stopping)
+	b.Retarget(leader.srv.id)
 	start := time.Now()
-	_, err := b.renew(ctx, leader.srv.id, 1)
+	_, err := b.Renew(ctx, leader.srv.id, 1)
 	took := time.Since(start)
 	if !errors.Is(err, lease.ErrNotPrimary) {
 		t.Fatalf("keep-alive to a leader that never answers: %v, want the retryable ErrNotPrimary", err)

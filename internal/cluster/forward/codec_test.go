@@ -1,4 +1,4 @@
-package server
+package forward
 
 import (
 	"bytes"
@@ -7,12 +7,13 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/lease"
 )
 
 func TestForwardReplyRoundTrip(t *testing.T) {
-	body, err := decodeReply(encodeMessageReply(&pb.LeaseKeepAliveResponse{ID: 7, TTL: 30}, nil))
+	body, err := DecodeReply(EncodeMessageReply(&pb.LeaseKeepAliveResponse{ID: 7, TTL: 30}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,17 +22,17 @@ func TestForwardReplyRoundTrip(t *testing.T) {
 		t.Fatalf("decoded %+v, %v", &resp, err)
 	}
 	// Known errors come back as the same sentinel, others keep their text.
-	for _, want := range []error{lease.ErrLeaseNotFound, lease.ErrNotPrimary, ErrLearnerNotReady, membership.ErrMemberNotLearner} {
-		if _, err := decodeReply(encodeReply(nil, want)); !errors.Is(err, want) {
+	for _, want := range []error{lease.ErrLeaseNotFound, lease.ErrNotPrimary, membererr.ErrLearnerNotReady, membership.ErrMemberNotLearner} {
+		if _, err := DecodeReply(EncodeReply(nil, want)); !errors.Is(err, want) {
 			t.Errorf("error %v came back as %v", want, err)
 		}
 	}
-	if _, err := decodeReply(encodeReply(nil, errors.New("disk on fire"))); err == nil || err.Error() != "disk on fire" {
+	if _, err := DecodeReply(EncodeReply(nil, errors.New("disk on fire"))); err == nil || err.Error() != "disk on fire" {
 		t.Errorf("unknown error came back as %v", err)
 	}
 	for _, bad := range [][]byte{nil, {7}, {2, 'x'}} {
-		if _, err := decodeReply(bad); !errors.Is(err, errMalformedReply) {
-			t.Errorf("decodeReply(%q) = %v, want errMalformedReply", bad, err)
+		if _, err := DecodeReply(bad); !errors.Is(err, ErrMalformedReply) {
+			t.Errorf("DecodeReply(%q) = %v, want ErrMalformedReply", bad, err)
 		}
 	}
 }
@@ -39,17 +40,17 @@ func TestForwardReplyRoundTrip(t *testing.T) {
 // FuzzDecodeReply: replies arrive from the network; decoding never panics,
 // and an OK reply's body is exactly what follows the status byte.
 func FuzzDecodeReply(f *testing.F) {
-	f.Add(encodeMessageReply(&pb.LeaseKeepAliveResponse{ID: 1, TTL: 5}, nil))
-	f.Add(encodeReply(nil, lease.ErrLeaseNotFound))
+	f.Add(EncodeMessageReply(&pb.LeaseKeepAliveResponse{ID: 1, TTL: 5}, nil))
+	f.Add(EncodeReply(nil, lease.ErrLeaseNotFound))
 	f.Add([]byte{})
 	f.Add([]byte{9, 9, 9})
 	f.Fuzz(func(t *testing.T, reply []byte) {
-		body, err := decodeReply(reply)
+		body, err := DecodeReply(reply)
 		if err == nil && (len(reply) == 0 || reply[0] != replyOK || !bytes.Equal(body, reply[1:])) {
-			t.Fatalf("decodeReply(%q) accepted a reply that is not OK", reply)
+			t.Fatalf("DecodeReply(%q) accepted a reply that is not OK", reply)
 		}
 		if err != nil && body != nil {
-			t.Fatalf("decodeReply(%q) returned both a body and %v", reply, err)
+			t.Fatalf("DecodeReply(%q) returned both a body and %v", reply, err)
 		}
 	})
 }

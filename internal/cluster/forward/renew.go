@@ -1,4 +1,4 @@
-package server
+package forward
 
 import (
 	"context"
@@ -42,7 +42,7 @@ import (
 // its reply), each item prefixed with its length as a uvarint:
 //
 //	request = { len | pb.LeaseKeepAliveRequest }...
-//	reply   = { len | status u8 | body }...    (forward_codec.go's reply, per lease, in request order)
+//	reply   = { len | status u8 | body }...    (codec.go's reply, per lease, in request order)
 //
 // For example two keep-alives, leases 7 and 9, where 9 does not exist:
 // request 02 08 07 | 02 08 09; reply 05 00 08 07 10 3c | 10 01 "lease not found".
@@ -55,18 +55,20 @@ const maxRenewBatch = 4096
 // longer leads: its caller retries with the new leader.
 var errRenewRetargeted = fmt.Errorf("%w: the leader changed while the keep-alive was on its way", lease.ErrNotPrimary)
 
-// renewBatcher coalesces the keep-alives this member forwards.
+// RenewBatcher coalesces the keep-alives a member forwards to the leader.
 //
 // Lock order: mu is a leaf lock.
-type renewBatcher struct {
+type RenewBatcher struct {
 	transport *transport.Transport
-	users     *storeUsers // a flush is one of the member's goroutines
+	// spawn runs a flush as one of the member's goroutines, so that the
+	// member waits for it on stop; it fails once the member is stopping.
+	spawn func(func()) error
 	// callTimeout bounds one forwarded batch: an election timeout.
 	callTimeout time.Duration
 	stopping    <-chan struct{} // the member's, closed when it begins to stop
 
 	mu sync.Mutex
-	// leader is the leader raft last reported (retarget); keep-alives
+	// leader is the leader raft last reported (Retarget); keep-alives
 	// for any other member are refused at once.
 	leader uint64
 	// queues holds the keep-alives for each member that has some waiting
@@ -77,9 +79,16 @@ type renewBatcher struct {
 	batches atomic.Uint64
 }
 
-func newRenewBatcher(t *transport.Transport, users *storeUsers, callTimeout time.Duration, stopping <-chan struct{}) *renewBatcher {
-	return &renewBatcher{transport: t, users: users, callTimeout: callTimeout, stopping: stopping, queues: map[uint64]*renewQueue{}}
+// NewRenewBatcher is the batcher of a member whose transport is t. spawn
+// runs the member's goroutines (see RenewBatcher.spawn), callTimeout
+// bounds one batch (an election timeout), and stopping closes when the
+// member begins to stop.
+func NewRenewBatcher(t *transport.Transport, spawn func(func()) error, callTimeout time.Duration, stopping <-chan struct{}) *RenewBatcher {
+	return &RenewBatcher{transport: t, spawn: spawn, callTimeout: callTimeout, stopping: stopping, queues: map[uint64]*renewQueue{}}
 }
+
+// Batches is the number of batches sent so far.
+func (b *RenewBatcher) Batches() uint64 { return b.batches.Load() }
 
 // renewQueue is the keep-alives for one member: those waiting for the
 // next batch, and the batch on its way (sent is nil when none is).
@@ -100,7 +109,7 @@ type batchedRenew struct {
 }
 
 // answer sets the keep-alive's answer; only the first one counts (a
-// retarget may answer a keep-alive whose batch answers later).
+// Retarget may answer a keep-alive whose batch answers later).
 func (r *batchedRenew) answer(ttl int64, err error) {
 	r.once.Do(func() {
 		r.ttl, r.err = ttl, err
@@ -114,9 +123,9 @@ func answerAll(rs []*batchedRenew, ttl int64, err error) {
 	}
 }
 
-// renew forwards a keep-alive of lease id to leader with the next batch
+// Renew forwards a keep-alive of lease id to leader with the next batch
 // and returns the leader's answer.
-func (b *renewBatcher) renew(ctx context.Context, leader uint64, id int64) (int64, error) {
+func (b *RenewBatcher) Renew(ctx context.Context, leader uint64, id int64) (int64, error) {
 	r := &batchedRenew{id: id, done: make(chan struct{})}
 	b.mu.Lock()
 	if leader != b.leader {
@@ -132,7 +141,7 @@ func (b *renewBatcher) renew(ctx context.Context, leader uint64, id int64) (int6
 	start := len(q.pending) == 1 && q.sent == nil
 	b.mu.Unlock()
 	if start {
-		if err := b.users.spawn(func() { b.flush(q) }); err != nil {
+		if err := b.spawn(func() { b.flush(q) }); err != nil {
 			b.abandon(q, err)
 			return -1, err
 		}
@@ -145,11 +154,11 @@ func (b *renewBatcher) renew(ctx context.Context, leader uint64, id int64) (int6
 	}
 }
 
-// retarget is raft's news of a new leader (0: none known). Keep-alives
+// Retarget is raft's news of a new leader (0: none known). Keep-alives
 // waiting for, or riding in, a batch to any other member get the
 // retryable errRenewRetargeted at once, and that member's batch on its
 // way is cancelled. It never blocks (it runs on the raft loop).
-func (b *renewBatcher) retarget(leader uint64) {
+func (b *RenewBatcher) Retarget(leader uint64) {
 	b.mu.Lock()
 	b.leader = leader
 	var stale []*renewQueue
@@ -166,7 +175,7 @@ func (b *renewBatcher) retarget(leader uint64) {
 
 // abandon removes q from the batcher, cancels its batch on its way and
 // answers all of its keep-alives with err.
-func (b *renewBatcher) abandon(q *renewQueue, err error) {
+func (b *RenewBatcher) abandon(q *renewQueue, err error) {
 	b.mu.Lock()
 	if b.queues[q.to] == q {
 		delete(b.queues, q.to)
@@ -184,7 +193,7 @@ func (b *renewBatcher) abandon(q *renewQueue, err error) {
 
 // flush sends q's batches, one at a time, until none is pending or q is
 // abandoned.
-func (b *renewBatcher) flush(q *renewQueue) {
+func (b *RenewBatcher) flush(q *renewQueue) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout)
 		b.mu.Lock()
@@ -209,9 +218,9 @@ func (b *renewBatcher) flush(q *renewQueue) {
 
 // send forwards one batch to member to and hands each keep-alive its
 // answer. The batch outlives the callers that gave up; it ends within the
-// call timeout, when its member stops leading (retarget cancels ctx), or
+// call timeout, when its member stops leading (Retarget cancels ctx), or
 // when this member stops (Stop waits for it).
-func (b *renewBatcher) send(ctx context.Context, to uint64, batch []*batchedRenew) {
+func (b *RenewBatcher) send(ctx context.Context, to uint64, batch []*batchedRenew) {
 	ids := make([]int64, len(batch))
 	for i, r := range batch {
 		ids[i] = r.id
@@ -242,28 +251,28 @@ type renewAnswer struct {
 	err error
 }
 
-func (b *renewBatcher) forward(ctx context.Context, leader uint64, ids []int64) ([]renewAnswer, error) {
-	reply, err := b.transport.Forward(ctx, leader, methodLeaseRenewBatch, encodeRenewBatch(ids))
+func (b *RenewBatcher) forward(ctx context.Context, leader uint64, ids []int64) ([]renewAnswer, error) {
+	reply, err := b.transport.Forward(ctx, leader, MethodLeaseRenewBatch, EncodeRenewBatch(ids))
 	if status.Code(err) == codes.Unimplemented {
 		// A leader of an earlier build (a rolling upgrade) knows only
 		// single keep-alives.
 		return b.forwardEach(ctx, leader, ids), nil
 	}
 	if err != nil {
-		return nil, retryableForwardError(fmt.Errorf("%w: %s to member %x: %w", errForwardFailed, methodLeaseRenewBatch, leader, err))
+		return nil, Retryable(fmt.Errorf("%w: %s to member %x: %w", errFailed, MethodLeaseRenewBatch, leader, err))
 	}
-	body, err := decodeReply(reply)
+	body, err := DecodeReply(reply)
 	if err != nil {
 		return nil, err
 	}
-	items, err := splitDelimited(body)
+	items, err := SplitDelimited(body)
 	if err != nil || len(items) != len(ids) {
-		return nil, fmt.Errorf("%w: %d keep-alive answers for %d keep-alives (%v)", errMalformedReply, len(items), len(ids), err)
+		return nil, fmt.Errorf("%w: %d keep-alive answers for %d keep-alives (%v)", ErrMalformedReply, len(items), len(ids), err)
 	}
 	answers := make([]renewAnswer, len(ids))
 	for i, item := range items {
 		answers[i].ttl = -1
-		body, err := decodeReply(item)
+		body, err := DecodeReply(item)
 		if err != nil {
 			answers[i].err = err
 			continue
@@ -284,8 +293,8 @@ func decodeRenewReply(body []byte) renewAnswer {
 }
 
 // forwardEach forwards the keep-alives of a batch one by one, side by
-// side, as members of earlier builds did (methodLeaseRenew).
-func (b *renewBatcher) forwardEach(ctx context.Context, leader uint64, ids []int64) []renewAnswer {
+// side, as members of earlier builds did (MethodLeaseRenew).
+func (b *RenewBatcher) forwardEach(ctx context.Context, leader uint64, ids []int64) []renewAnswer {
 	answers := make([]renewAnswer, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
@@ -293,9 +302,9 @@ func (b *renewBatcher) forwardEach(ctx context.Context, leader uint64, ids []int
 		go func() {
 			defer wg.Done()
 			answers[i].ttl = -1
-			body, err := forward(ctx, b.transport, leader, methodLeaseRenew, &pb.LeaseKeepAliveRequest{ID: id})
+			body, err := Call(ctx, b.transport, leader, MethodLeaseRenew, &pb.LeaseKeepAliveRequest{ID: id})
 			if err != nil {
-				answers[i].err = retryableForwardError(err)
+				answers[i].err = Retryable(err)
 				return
 			}
 			answers[i] = decodeRenewReply(body)
@@ -305,52 +314,19 @@ func (b *renewBatcher) forwardEach(ctx context.Context, leader uint64, ids []int
 	return answers
 }
 
-// serveLeaseRenewBatch is the leader's side of a forwarded batch: one
-// ReadIndex round proves this member leads and has applied every grant
-// and revoke committed before; then each lease is renewed on its clock.
-// The renewals run side by side: a keep-alive of an expired lease waits
-// for its revocation and must not hold up the rest of the batch.
-func (s *Server) serveLeaseRenewBatch(ctx context.Context, data []byte) ([]byte, error) {
-	ids, err := decodeRenewBatch(data)
-	if err != nil {
-		return encodeReply(nil, fmt.Errorf("server: decode forwarded keep-alives: %w", err)), nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
-	defer cancel()
-	replies := make([][]byte, len(ids))
-	if s.node.Leader() != s.id || s.node.LinearizableRead(ctx) != nil {
-		notPrimary := encodeReply(nil, lease.ErrNotPrimary)
-		for i := range replies {
-			replies[i] = notPrimary
-		}
-		return encodeReply(appendDelimited(nil, replies), nil), nil
-	}
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ttl, err := s.leases.lessor.Renew(ctx, id)
-			replies[i] = encodeMessageReply(&pb.LeaseKeepAliveResponse{ID: id, TTL: ttl}, err)
-		}()
-	}
-	wg.Wait()
-	return encodeReply(appendDelimited(nil, replies), nil), nil
-}
-
-// encodeRenewBatch encodes the request of a batch.
-func encodeRenewBatch(ids []int64) []byte {
+// EncodeRenewBatch encodes the request of a batch.
+func EncodeRenewBatch(ids []int64) []byte {
 	items := make([][]byte, len(ids))
 	for i, id := range ids {
 		// Marshalling a LeaseKeepAliveRequest cannot fail.
 		items[i], _ = (&pb.LeaseKeepAliveRequest{ID: id}).Marshal()
 	}
-	return appendDelimited(nil, items)
+	return AppendDelimited(nil, items)
 }
 
-// decodeRenewBatch decodes the request of a batch.
-func decodeRenewBatch(data []byte) ([]int64, error) {
-	items, err := splitDelimited(data)
+// DecodeRenewBatch decodes the request of a batch.
+func DecodeRenewBatch(data []byte) ([]int64, error) {
+	items, err := SplitDelimited(data)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +344,9 @@ func decodeRenewBatch(data []byte) ([]int64, error) {
 	return ids, nil
 }
 
-func appendDelimited(dst []byte, items [][]byte) []byte {
+// AppendDelimited appends items to dst, each prefixed with its length
+// as a uvarint.
+func AppendDelimited(dst []byte, items [][]byte) []byte {
 	for _, item := range items {
 		dst = binary.AppendUvarint(dst, uint64(len(item)))
 		dst = append(dst, item...)
@@ -378,9 +356,9 @@ func appendDelimited(dst []byte, items [][]byte) []byte {
 
 var errTruncatedItem = errors.New("length-delimited item runs past the end")
 
-// splitDelimited splits data into its length-prefixed items (sharing
+// SplitDelimited splits data into its length-prefixed items (sharing
 // data's bytes).
-func splitDelimited(data []byte) ([][]byte, error) {
+func SplitDelimited(data []byte) ([][]byte, error) {
 	var items [][]byte
 	for len(data) > 0 {
 		n, k := binary.Uvarint(data)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/metastore-io/metastore/internal/kvstore/kvstoretest"
 	"github.com/metastore-io/metastore/pkg/concurrency/v3lockpb"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -39,11 +40,11 @@ func TestAuthNestedTxnEscalation(t *testing.T) {
 	_, root, u := limitedSetup(ctx, t)
 	kv := pb.NewKVClient(u.ActiveConnection())
 	denied := []*pb.TxnRequest{
-		{Success: []*pb.RequestOp{txnOp(&pb.TxnRequest{Failure: []*pb.RequestOp{putOp("secret", "x")}})}},
-		{Failure: []*pb.RequestOp{txnOp(&pb.TxnRequest{Success: []*pb.RequestOp{txnOp(&pb.TxnRequest{Success: []*pb.RequestOp{putOp("secret", "x")}})}})}},
-		{Success: []*pb.RequestOp{putOp("mine/a", "x"), txnOp(&pb.TxnRequest{Success: []*pb.RequestOp{rangeOp("secret")}})}},
+		{Success: []*pb.RequestOp{kvstoretest.OpTxn(&pb.TxnRequest{Failure: []*pb.RequestOp{putOp("secret", "x")}})}},
+		{Failure: []*pb.RequestOp{kvstoretest.OpTxn(&pb.TxnRequest{Success: []*pb.RequestOp{kvstoretest.OpTxn(&pb.TxnRequest{Success: []*pb.RequestOp{putOp("secret", "x")}})}})}},
+		{Success: []*pb.RequestOp{putOp("mine/a", "x"), kvstoretest.OpTxn(&pb.TxnRequest{Success: []*pb.RequestOp{rangeOp("secret")}})}},
 		{Compare: []*pb.Compare{{Key: []byte("secret"), Target: pb.Compare_VERSION, Result: pb.Compare_EQUAL}}, Success: []*pb.RequestOp{putOp("mine/a", "x")}},
-		{Success: []*pb.RequestOp{txnOp(&pb.TxnRequest{Compare: []*pb.Compare{{Key: []byte("secret"), Target: pb.Compare_VERSION}}})}},
+		{Success: []*pb.RequestOp{kvstoretest.OpTxn(&pb.TxnRequest{Compare: []*pb.Compare{{Key: []byte("secret"), Target: pb.Compare_VERSION}}})}},
 		{Success: []*pb.RequestOp{rangeOp("wo/x")}}, // read-only txn, write-only key
 		{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("wo/x"), PrevKv: true}}}}}, // prev_kv needs read
 		{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte("wo/"), RangeEnd: []byte("wo0"), PrevKv: true}}}}},
@@ -60,7 +61,7 @@ func TestAuthNestedTxnEscalation(t *testing.T) {
 	}
 	ok := &pb.TxnRequest{
 		Compare: []*pb.Compare{{Key: []byte("mine/a"), Target: pb.Compare_VERSION, Result: pb.Compare_EQUAL}},
-		Success: []*pb.RequestOp{putOp("mine/a", "x"), txnOp(&pb.TxnRequest{Success: []*pb.RequestOp{putOp("wo/x", "x"), rangeOp("mine/a")}})},
+		Success: []*pb.RequestOp{putOp("mine/a", "x"), kvstoretest.OpTxn(&pb.TxnRequest{Success: []*pb.RequestOp{putOp("wo/x", "x"), rangeOp("mine/a")}})},
 	}
 	if resp := mustTxn(ctx, t, kv, ok); !resp.Succeeded {
 		t.Fatal("permitted txn did not succeed")

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/metastore-io/metastore/internal/kvstore/kvstoretest"
 	"github.com/metastore-io/metastore/test/framework"
 )
 
@@ -55,67 +56,67 @@ func TestTxnCompare(t *testing.T) {
 		cmps []*pb.Compare
 		want bool
 	}{
-		{[]*pb.Compare{versionCmp("k", eq, 2)}, true},
-		{[]*pb.Compare{versionCmp("k", eq, 1)}, false},
-		{[]*pb.Compare{versionCmp("k", ne, 1)}, true},
-		{[]*pb.Compare{versionCmp("k", ne, 2)}, false},
-		{[]*pb.Compare{versionCmp("k", gt, 1)}, true},
-		{[]*pb.Compare{versionCmp("k", gt, 2)}, false},
-		{[]*pb.Compare{versionCmp("k", lt, 3)}, true},
-		{[]*pb.Compare{versionCmp("k", lt, 2)}, false},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", eq, 2)}, true},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", eq, 1)}, false},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", ne, 1)}, true},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", ne, 2)}, false},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", gt, 1)}, true},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", gt, 2)}, false},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", lt, 3)}, true},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", lt, 2)}, false},
 
-		{[]*pb.Compare{createCmp("k", eq, 2)}, true},
-		{[]*pb.Compare{createCmp("k", eq, 3)}, false},
-		{[]*pb.Compare{createCmp("k", ne, 3)}, true},
-		{[]*pb.Compare{createCmp("k", ne, 2)}, false},
-		{[]*pb.Compare{createCmp("k", gt, 1)}, true},
-		{[]*pb.Compare{createCmp("k", gt, 2)}, false},
-		{[]*pb.Compare{createCmp("k", lt, 3)}, true},
-		{[]*pb.Compare{createCmp("k", lt, 2)}, false},
+		{[]*pb.Compare{kvstoretest.CmpCreate("k", eq, 2)}, true},
+		{[]*pb.Compare{kvstoretest.CmpCreate("k", eq, 3)}, false},
+		{[]*pb.Compare{kvstoretest.CmpCreate("k", ne, 3)}, true},
+		{[]*pb.Compare{kvstoretest.CmpCreate("k", ne, 2)}, false},
+		{[]*pb.Compare{kvstoretest.CmpCreate("k", gt, 1)}, true},
+		{[]*pb.Compare{kvstoretest.CmpCreate("k", gt, 2)}, false},
+		{[]*pb.Compare{kvstoretest.CmpCreate("k", lt, 3)}, true},
+		{[]*pb.Compare{kvstoretest.CmpCreate("k", lt, 2)}, false},
 
-		{[]*pb.Compare{modCmp("k", eq, 3)}, true},
-		{[]*pb.Compare{modCmp("k", eq, 2)}, false},
-		{[]*pb.Compare{modCmp("k", ne, 2)}, true},
-		{[]*pb.Compare{modCmp("k", ne, 3)}, false},
-		{[]*pb.Compare{modCmp("k", gt, 2)}, true},
-		{[]*pb.Compare{modCmp("k", gt, 3)}, false},
-		{[]*pb.Compare{modCmp("k", lt, 4)}, true},
-		{[]*pb.Compare{modCmp("k", lt, 3)}, false},
+		{[]*pb.Compare{kvstoretest.CmpMod("k", eq, 3)}, true},
+		{[]*pb.Compare{kvstoretest.CmpMod("k", eq, 2)}, false},
+		{[]*pb.Compare{kvstoretest.CmpMod("k", ne, 2)}, true},
+		{[]*pb.Compare{kvstoretest.CmpMod("k", ne, 3)}, false},
+		{[]*pb.Compare{kvstoretest.CmpMod("k", gt, 2)}, true},
+		{[]*pb.Compare{kvstoretest.CmpMod("k", gt, 3)}, false},
+		{[]*pb.Compare{kvstoretest.CmpMod("k", lt, 4)}, true},
+		{[]*pb.Compare{kvstoretest.CmpMod("k", lt, 3)}, false},
 
-		{[]*pb.Compare{valueCmp("k", eq, "v2")}, true},
-		{[]*pb.Compare{valueCmp("k", eq, "v1")}, false},
-		{[]*pb.Compare{valueCmp("k", ne, "v1")}, true},
-		{[]*pb.Compare{valueCmp("k", ne, "v2")}, false},
-		{[]*pb.Compare{valueCmp("k", gt, "v1")}, true},
-		{[]*pb.Compare{valueCmp("k", gt, "v2")}, false},
-		{[]*pb.Compare{valueCmp("k", lt, "v3")}, true},
-		{[]*pb.Compare{valueCmp("k", lt, "v2")}, false},
-		{[]*pb.Compare{valueCmp("k", gt, "v")}, true}, // a proper prefix sorts first
+		{[]*pb.Compare{kvstoretest.CmpValue("k", eq, "v2")}, true},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", eq, "v1")}, false},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", ne, "v1")}, true},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", ne, "v2")}, false},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", gt, "v1")}, true},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", gt, "v2")}, false},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", lt, "v3")}, true},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", lt, "v2")}, false},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", gt, "v")}, true}, // a proper prefix sorts first
 
-		{[]*pb.Compare{leaseCmp("k", eq, 0)}, true},
-		{[]*pb.Compare{leaseCmp("k", eq, 1)}, false},
-		{[]*pb.Compare{leaseCmp("k", ne, 1)}, true},
-		{[]*pb.Compare{leaseCmp("k", ne, 0)}, false},
-		{[]*pb.Compare{leaseCmp("k", gt, -1)}, true},
-		{[]*pb.Compare{leaseCmp("k", gt, 0)}, false},
-		{[]*pb.Compare{leaseCmp("k", lt, 1)}, true},
-		{[]*pb.Compare{leaseCmp("k", lt, 0)}, false},
+		{[]*pb.Compare{kvstoretest.CmpLease("k", eq, 0)}, true},
+		{[]*pb.Compare{kvstoretest.CmpLease("k", eq, 1)}, false},
+		{[]*pb.Compare{kvstoretest.CmpLease("k", ne, 1)}, true},
+		{[]*pb.Compare{kvstoretest.CmpLease("k", ne, 0)}, false},
+		{[]*pb.Compare{kvstoretest.CmpLease("k", gt, -1)}, true},
+		{[]*pb.Compare{kvstoretest.CmpLease("k", gt, 0)}, false},
+		{[]*pb.Compare{kvstoretest.CmpLease("k", lt, 1)}, true},
+		{[]*pb.Compare{kvstoretest.CmpLease("k", lt, 0)}, false},
 
 		// A missing key compares as all-zero fields, except that a value
 		// compare on a missing key always fails.
-		{[]*pb.Compare{versionCmp("missing", eq, 0)}, true},
-		{[]*pb.Compare{versionCmp("missing", gt, 0)}, false},
-		{[]*pb.Compare{createCmp("missing", eq, 0)}, true},
-		{[]*pb.Compare{modCmp("missing", lt, 1)}, true},
-		{[]*pb.Compare{leaseCmp("missing", eq, 0)}, true},
-		{[]*pb.Compare{valueCmp("missing", eq, "")}, false},
-		{[]*pb.Compare{valueCmp("missing", ne, "x")}, false},
-		{[]*pb.Compare{valueCmp("missing", lt, "z")}, false},
+		{[]*pb.Compare{kvstoretest.CmpVersion("missing", eq, 0)}, true},
+		{[]*pb.Compare{kvstoretest.CmpVersion("missing", gt, 0)}, false},
+		{[]*pb.Compare{kvstoretest.CmpCreate("missing", eq, 0)}, true},
+		{[]*pb.Compare{kvstoretest.CmpMod("missing", lt, 1)}, true},
+		{[]*pb.Compare{kvstoretest.CmpLease("missing", eq, 0)}, true},
+		{[]*pb.Compare{kvstoretest.CmpValue("missing", eq, "")}, false},
+		{[]*pb.Compare{kvstoretest.CmpValue("missing", ne, "x")}, false},
+		{[]*pb.Compare{kvstoretest.CmpValue("missing", lt, "z")}, false},
 
 		// Compares are ANDed; no compares at all succeed.
-		{[]*pb.Compare{versionCmp("k", eq, 2), valueCmp("k", eq, "v2")}, true},
-		{[]*pb.Compare{versionCmp("k", eq, 2), valueCmp("k", eq, "v1")}, false},
-		{[]*pb.Compare{valueCmp("k", eq, "v1"), versionCmp("k", eq, 2)}, false},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", eq, 2), kvstoretest.CmpValue("k", eq, "v2")}, true},
+		{[]*pb.Compare{kvstoretest.CmpVersion("k", eq, 2), kvstoretest.CmpValue("k", eq, "v1")}, false},
+		{[]*pb.Compare{kvstoretest.CmpValue("k", eq, "v1"), kvstoretest.CmpVersion("k", eq, 2)}, false},
 		{nil, true},
 	}
 	for i, tc := range tests {
@@ -168,21 +169,21 @@ func TestTxnCompareRange(t *testing.T) {
 		want bool
 	}{
 		// A range compare holds only if it holds for every key in the range.
-		{"all versions > 0", withRange(versionCmp("r/", gt, 0), "r0"), true},
-		{"all versions = 1", withRange(versionCmp("r/", eq, 1), "r0"), false},
-		{"versions = 1 in [r/a, r/b)", withRange(versionCmp("r/a", eq, 1), "r/b"), true},
-		{"all mod < 6", withRange(modCmp("r/", lt, 6), "r0"), true},
-		{"all mod < 5", withRange(modCmp("r/", lt, 5), "r0"), false},
-		{"all create > 1", withRange(createCmp("r/", gt, 1), "r0"), true},
-		{"all values < 4", withRange(valueCmp("r/", lt, "4"), "r0"), true},
-		{"all values = 1", withRange(valueCmp("r/", eq, "1"), "r0"), false},
-		{"all leases = 0", withRange(leaseCmp("r/", eq, 0), "r0"), true},
+		{"all versions > 0", withRange(kvstoretest.CmpVersion("r/", gt, 0), "r0"), true},
+		{"all versions = 1", withRange(kvstoretest.CmpVersion("r/", eq, 1), "r0"), false},
+		{"versions = 1 in [r/a, r/b)", withRange(kvstoretest.CmpVersion("r/a", eq, 1), "r/b"), true},
+		{"all mod < 6", withRange(kvstoretest.CmpMod("r/", lt, 6), "r0"), true},
+		{"all mod < 5", withRange(kvstoretest.CmpMod("r/", lt, 5), "r0"), false},
+		{"all create > 1", withRange(kvstoretest.CmpCreate("r/", gt, 1), "r0"), true},
+		{"all values < 4", withRange(kvstoretest.CmpValue("r/", lt, "4"), "r0"), true},
+		{"all values = 1", withRange(kvstoretest.CmpValue("r/", eq, "1"), "r0"), false},
+		{"all leases = 0", withRange(kvstoretest.CmpLease("r/", eq, 0), "r0"), true},
 		// From-key range: range_end "\x00" covers every key >= "r/b".
-		{"from r/b versions > 1", withRange(versionCmp("r/b", gt, 1), "\x00"), false},
-		{"from r/b mod > 3", withRange(modCmp("r/b", gt, 3), "\x00"), true},
+		{"from r/b versions > 1", withRange(kvstoretest.CmpVersion("r/b", gt, 1), "\x00"), false},
+		{"from r/b mod > 3", withRange(kvstoretest.CmpMod("r/b", gt, 3), "\x00"), true},
 		// An empty range behaves like a missing key.
-		{"empty range version = 0", withRange(versionCmp("x/", eq, 0), "x0"), true},
-		{"empty range value = ''", withRange(valueCmp("x/", eq, ""), "x0"), false},
+		{"empty range version = 0", withRange(kvstoretest.CmpVersion("x/", eq, 0), "x0"), true},
+		{"empty range value = ''", withRange(kvstoretest.CmpValue("x/", eq, ""), "x0"), false},
 	}
 	for _, tc := range tests {
 		resp := mustTxn(ctx, t, s.kv, &pb.TxnRequest{
@@ -231,7 +232,7 @@ func TestTxnWritesShareOneRevision(t *testing.T) {
 	// read of the same key is fine (covered above), and so are the same
 	// key in the two branches.
 	resp = mustTxn(ctx, t, s.kv, &pb.TxnRequest{
-		Compare: []*pb.Compare{versionCmp("t/1", eq, 1)},
+		Compare: []*pb.Compare{kvstoretest.CmpVersion("t/1", eq, 1)},
 		Success: []*pb.RequestOp{putOp("t/1", "again")},
 		Failure: []*pb.RequestOp{putOp("t/1", "never")},
 	})
@@ -243,7 +244,7 @@ func TestTxnWritesShareOneRevision(t *testing.T) {
 	// empty chosen branch, and a delete that matches nothing.
 	for name, req := range map[string]*pb.TxnRequest{
 		"read-only":             {Success: []*pb.RequestOp{rangeOp("t/1")}, Failure: []*pb.RequestOp{rangeOp("t/2")}},
-		"empty failure branch":  {Compare: []*pb.Compare{versionCmp("t/1", eq, 100)}, Success: []*pb.RequestOp{putOp("t/9", "x")}},
+		"empty failure branch":  {Compare: []*pb.Compare{kvstoretest.CmpVersion("t/1", eq, 100)}, Success: []*pb.RequestOp{putOp("t/9", "x")}},
 		"delete of missing key": {Success: []*pb.RequestOp{deleteOp("nothing", "")}},
 		"empty txn":             {},
 	} {
@@ -265,13 +266,13 @@ func TestTxnNested(t *testing.T) {
 	mustPut(ctx, t, s.cli, "k", "v") // rev 2
 
 	inner := &pb.TxnRequest{
-		Compare: []*pb.Compare{valueCmp("k", eq, "nope")},
+		Compare: []*pb.Compare{kvstoretest.CmpValue("k", eq, "nope")},
 		Success: []*pb.RequestOp{putOp("n/never", "x")},
 		Failure: []*pb.RequestOp{putOp("n/2", "b"), rangeOp("n/1")},
 	}
 	resp := mustTxn(ctx, t, s.kv, &pb.TxnRequest{
-		Compare: []*pb.Compare{versionCmp("k", eq, 1)},
-		Success: []*pb.RequestOp{putOp("n/1", "a"), txnOp(inner), rangeOp("n/2")},
+		Compare: []*pb.Compare{kvstoretest.CmpVersion("k", eq, 1)},
+		Success: []*pb.RequestOp{putOp("n/1", "a"), kvstoretest.OpTxn(inner), rangeOp("n/2")},
 		Failure: []*pb.RequestOp{putOp("n/outer-failure", "x")},
 	})
 	requireHeader(t, resp.Header, 3)
@@ -313,7 +314,7 @@ func TestTxnRejected(t *testing.T) {
 	cmps := func(n int) []*pb.Compare {
 		out := make([]*pb.Compare, n)
 		for i := range out {
-			out[i] = versionCmp("k", gt, 0)
+			out[i] = kvstoretest.CmpVersion("k", gt, 0)
 		}
 		return out
 	}
@@ -335,7 +336,7 @@ func TestTxnRejected(t *testing.T) {
 		"put and delete":               {Success: []*pb.RequestOp{putOp("d", "1"), deleteOp("d", "")}},
 		"put inside deleted range":     {Success: []*pb.RequestOp{deleteOp("a", "c"), putOp("b", "1")}},
 		"duplicate in unchosen branch": {Success: []*pb.RequestOp{putOp("x", "1")}, Failure: []*pb.RequestOp{putOp("d", "1"), putOp("d", "2")}},
-		"put in outer and nested txn":  {Success: []*pb.RequestOp{putOp("d", "1"), txnOp(&pb.TxnRequest{Success: []*pb.RequestOp{putOp("d", "2")}})}},
+		"put in outer and nested txn":  {Success: []*pb.RequestOp{putOp("d", "1"), kvstoretest.OpTxn(&pb.TxnRequest{Success: []*pb.RequestOp{putOp("d", "2")}})}},
 	} {
 		_, err := s.kv.Txn(ctx, req)
 		t.Run(name, func(t *testing.T) { requireRPCError(t, err, rpctypes.ErrGRPCDuplicateKey) })

@@ -78,22 +78,6 @@ func txnResp(rev int64, succeeded bool, responses []*pb.ResponseOp) *pb.TxnRespo
 	return &pb.TxnResponse{Header: hdr(rev), Succeeded: succeeded, Responses: responses}
 }
 
-func opRange(r *pb.RangeRequest) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: r}}
-}
-
-func opPut(r *pb.PutRequest) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: r}}
-}
-
-func opDel(r *pb.DeleteRangeRequest) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: r}}
-}
-
-func opTxn(r *pb.TxnRequest) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: r}}
-}
-
 func resRange(r *pb.RangeResponse) *pb.ResponseOp {
 	return &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: r}}
 }
@@ -108,26 +92,6 @@ func resDel(r *pb.DeleteRangeResponse) *pb.ResponseOp {
 
 func resTxn(r *pb.TxnResponse) *pb.ResponseOp {
 	return &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: r}}
-}
-
-func cmpVersion(key string, r pb.Compare_CompareResult, v int64) *pb.Compare {
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_VERSION, Result: r, TargetUnion: &pb.Compare_Version{Version: v}}
-}
-
-func cmpCreate(key string, r pb.Compare_CompareResult, v int64) *pb.Compare {
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_CREATE, Result: r, TargetUnion: &pb.Compare_CreateRevision{CreateRevision: v}}
-}
-
-func cmpMod(key string, r pb.Compare_CompareResult, v int64) *pb.Compare {
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_MOD, Result: r, TargetUnion: &pb.Compare_ModRevision{ModRevision: v}}
-}
-
-func cmpValue(key string, r pb.Compare_CompareResult, v string) *pb.Compare {
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_VALUE, Result: r, TargetUnion: &pb.Compare_Value{Value: []byte(v)}}
-}
-
-func cmpLease(key string, r pb.Compare_CompareResult, v int64) *pb.Compare {
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_LEASE, Result: r, TargetUnion: &pb.Compare_Lease{Lease: v}}
 }
 
 // over makes c a compare over [c.Key, end).

@@ -64,8 +64,8 @@ func readerRound(s *kvstore.Store, rng *rand.Rand) error {
 		}
 		return checkRevisionState(resp.Kvs, rev)
 	case 1:
-		resp, err := s.ReadTxn(txn(cmps(over(cmpMod("k", gt, 0), "l")),
-			ops(opRange(span("k", "l"))), ops(opRange(span("k", "l")))))
+		resp, err := s.ReadTxn(txn(cmps(over(CmpMod("k", gt, 0), "l")),
+			ops(OpRange(span("k", "l"))), ops(OpRange(span("k", "l")))))
 		if err != nil {
 			return err
 		}
@@ -133,7 +133,7 @@ func testConcurrentReads(t *testing.T, newBackend func(t *testing.T) kvstore.Bac
 		rev := s.Rev() + 1
 		var puts []*pb.RequestOp
 		for k := range concurrentKeys {
-			puts = append(puts, opPut(put(concurrentKey(k), strconv.FormatInt(rev, 10))))
+			puts = append(puts, OpPut(put(concurrentKey(k), strconv.FormatInt(rev, 10))))
 		}
 		if _, err := Exec(s, txn(nil, puts, nil)); err != nil {
 			t.Fatalf("write %d: %v", i, err)

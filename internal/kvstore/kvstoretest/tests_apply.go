@@ -51,7 +51,7 @@ func testApplySideVisibility(t *testing.T, newBackend func(t *testing.T) kvstore
 	if same, diff := SameResponse(resp, putResp(3, kv("a", "1", 2, 2, 1))); !same {
 		t.Fatalf("put with prev_kv of an uncommitted value:%s", diff)
 	}
-	tr, err := s.Txn(txn(cmps(cmpValue("a", eq, "2")), ops(opRange(get("a"))), nil))
+	tr, err := s.Txn(txn(cmps(CmpValue("a", eq, "2")), ops(OpRange(get("a"))), nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func testCommitEvents(t *testing.T, newBackend func(t *testing.T) kvstore.Backen
 	if _, err := s.Put(put("b", "1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Txn(txn(nil, ops(opPut(put("c", "1")), opDel(del("a"))), nil)); err != nil {
+	if _, err := s.Txn(txn(nil, ops(OpPut(put("c", "1")), OpDel(del("a"))), nil)); err != nil {
 		t.Fatal(err)
 	}
 	if len(calls) != 1 {
@@ -233,7 +233,7 @@ func testLeases(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 	exec(withLeaseReq("b", 16))
 	exec(del("b"))
 	expect("leased key deleted", nil, []string{"a"})
-	exec(txn(nil, ops(opPut(withLeaseReq("c", 16)), opPut(withLeaseReq("d", 16))), nil))
+	exec(txn(nil, ops(OpPut(withLeaseReq("c", 16)), OpPut(withLeaseReq("d", 16))), nil))
 	exec(delSpan("d", "e"))
 	exec(withLeaseReq("a", 0))
 	expect("lease removed, txn", []string{"c"}, nil)

@@ -113,10 +113,10 @@ func testResponseBounds(t *testing.T, newBackend func(t *testing.T) kvstore.Back
 		if kvsBytes(r) > limit || 2*kvsBytes(r) <= limit {
 			t.Fatalf("test setup: %d bytes for a bound of %d", kvsBytes(r), limit)
 		}
-		if _, err := bounded.ReadTxn(txn(nil, ops(opRange(half)), nil)); err != nil {
+		if _, err := bounded.ReadTxn(txn(nil, ops(OpRange(half)), nil)); err != nil {
 			t.Fatalf("one range within the bound: %v", err)
 		}
-		_, err = bounded.ReadTxn(txn(nil, ops(opRange(half), opRange(half)), nil))
+		_, err = bounded.ReadTxn(txn(nil, ops(OpRange(half), OpRange(half)), nil))
 		tooLarge(t, err, 2*kvsBytes(r), limit, false)
 	})
 	t.Run("MemoryBoundStops", func(t *testing.T) {
@@ -176,7 +176,7 @@ func testResponseBounds(t *testing.T, newBackend func(t *testing.T) kvstore.Back
 	})
 	t.Run("WriteTxnRangesAreNotBounded", func(t *testing.T) {
 		// Apply must not depend on anything but the log.
-		resp, err := Exec(bounded, txn(nil, ops(opRange(span("k", "l")), opPut(put("x", "1"))), nil))
+		resp, err := Exec(bounded, txn(nil, ops(OpRange(span("k", "l")), OpPut(put("x", "1"))), nil))
 		if err != nil {
 			t.Fatalf("write txn with a large range: %v", err)
 		}

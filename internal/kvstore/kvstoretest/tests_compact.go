@@ -41,13 +41,13 @@ func compactionHistory(seed uint64) []any {
 				if a == b {
 					b += "x"
 				}
-				reqs = append(reqs, txn(nil, ops(opPut(put(a, "t")), opPut(put(b, "t"))), nil))
+				reqs = append(reqs, txn(nil, ops(OpPut(put(a, "t")), OpPut(put(b, "t"))), nil))
 			default:
 				// Deletes to the end of the key space and re-creates a
 				// key at the same revision (kvstore's doc: a deliberate
 				// difference from etcd, which the compaction must keep).
 				k := key()
-				reqs = append(reqs, txn(nil, ops(opDel(delSpan(k, "\x00")), opPut(put(k, "again"))), nil))
+				reqs = append(reqs, txn(nil, ops(OpDel(delSpan(k, "\x00")), OpPut(put(k, "again"))), nil))
 			}
 		}
 	}
@@ -57,7 +57,7 @@ func compactionHistory(seed uint64) []any {
 	// entry <= it is the tombstone), a record at the compacted revision
 	// itself that Events from there must not return while it waits to be
 	// deleted.
-	reqs = append(reqs, txn(nil, ops(opPut(put("k5", "z")), opDel(delSpan("\x00", "\x00"))), nil), compactAtCurrent{})
+	reqs = append(reqs, txn(nil, ops(OpPut(put("k5", "z")), OpDel(delSpan("\x00", "\x00"))), nil), compactAtCurrent{})
 	reqs = append(reqs, put("k1", "a"), put("k2", "b"), put("k3", "c"), put("k4", "d"), compactAtCurrent{back: 2})
 	write(30)
 	return reqs

@@ -22,7 +22,7 @@ func testEvents(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 	RunSteps(t, s, []Step{
 		ok(put("a", "1"), putResp(2, nil)),
 		ok(put("b", "1"), putResp(3, nil)),
-		ok(txn(nil, ops(opPut(put("a", "2")), opPut(put("c", "1")), opDel(del("b"))), nil),
+		ok(txn(nil, ops(OpPut(put("a", "2")), OpPut(put("c", "1")), OpDel(del("b"))), nil),
 			txnResp(4, true, res(resPut(putResp(4, nil)), resPut(putResp(4, nil)), resDel(delResp(4, 1))))),
 		ok(del("a"), delResp(5, 1)),
 		ok(put("d", "1"), putResp(6, nil)),
@@ -120,7 +120,7 @@ func testHashKV(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 	}
 	history := []any{
 		put("a", "1"), put("b", "2"), put("a", "3"), del("b"),
-		txn(nil, ops(opPut(put("c", "1")), opPut(put("b", "x"))), nil), compact(3), put("d", ""),
+		txn(nil, ops(OpPut(put("c", "1")), OpPut(put("b", "x"))), nil), compact(3), put("d", ""),
 	}
 	seen := map[uint32]int64{}
 	for i, req := range history {
@@ -182,7 +182,7 @@ func testHash(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 
 func testTxnClassification(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 	serial := func(key string) *pb.RequestOp {
-		return opRange(&pb.RangeRequest{Key: []byte(key), Serializable: true})
+		return OpRange(&pb.RangeRequest{Key: []byte(key), Serializable: true})
 	}
 	cases := []struct {
 		name               string
@@ -190,15 +190,15 @@ func testTxnClassification(t *testing.T, newBackend func(t *testing.T) kvstore.B
 		readOnly, serialOK bool
 	}{
 		{"empty", txn(nil, nil, nil), true, true},
-		{"compares only", txn(cmps(cmpVersion("a", eq, 1)), nil, nil), true, true},
-		{"linearizable range", txn(nil, ops(opRange(get("a"))), nil), true, false},
+		{"compares only", txn(cmps(CmpVersion("a", eq, 1)), nil, nil), true, true},
+		{"linearizable range", txn(nil, ops(OpRange(get("a"))), nil), true, false},
 		{"serializable ranges", txn(nil, ops(serial("a")), ops(serial("b"))), true, true},
-		{"one range not serializable", txn(nil, ops(serial("a")), ops(opRange(get("b")))), true, false},
-		{"put in failure", txn(nil, ops(serial("a")), ops(opPut(put("a", "1")))), false, false},
-		{"delete", txn(nil, ops(opDel(del("a"))), nil), false, false},
-		{"nested read-only", txn(nil, ops(opTxn(txn(nil, ops(serial("a")), ops(serial("b"))))), nil), true, true},
-		{"nested linearizable", txn(nil, ops(opTxn(txn(nil, nil, ops(opRange(get("b")))))), nil), true, false},
-		{"nested write", txn(nil, ops(serial("a"), opTxn(txn(nil, nil, ops(opDel(del("b")))))), nil), false, false},
+		{"one range not serializable", txn(nil, ops(serial("a")), ops(OpRange(get("b")))), true, false},
+		{"put in failure", txn(nil, ops(serial("a")), ops(OpPut(put("a", "1")))), false, false},
+		{"delete", txn(nil, ops(OpDel(del("a"))), nil), false, false},
+		{"nested read-only", txn(nil, ops(OpTxn(txn(nil, ops(serial("a")), ops(serial("b"))))), nil), true, true},
+		{"nested linearizable", txn(nil, ops(OpTxn(txn(nil, nil, ops(OpRange(get("b")))))), nil), true, false},
+		{"nested write", txn(nil, ops(serial("a"), OpTxn(txn(nil, nil, ops(OpDel(del("b")))))), nil), false, false},
 		{"empty op", txn(nil, ops(&pb.RequestOp{}), nil), false, false},
 	}
 	s := open(t, newBackend(t), kvstore.Options{})
@@ -312,7 +312,7 @@ func testClose(t *testing.T, newBackend func(t *testing.T) kvstore.Backend) {
 	if _, err := s.Range(get("a")); !errors.Is(err, kvstore.ErrClosed) {
 		t.Fatalf("range after close: %v", err)
 	}
-	if _, err := s.ReadTxn(txn(nil, ops(opRange(get("a"))), nil)); !errors.Is(err, kvstore.ErrClosed) {
+	if _, err := s.ReadTxn(txn(nil, ops(OpRange(get("a"))), nil)); !errors.Is(err, kvstore.ErrClosed) {
 		t.Fatalf("read txn after close: %v", err)
 	}
 	if _, _, err := s.Events(1, 0, []byte("a"), nil, 0); !errors.Is(err, kvstore.ErrClosed) {

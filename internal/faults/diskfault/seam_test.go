@@ -6,10 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/metastore-io/metastore/test/testutil"
 )
 
 func TestParse(t *testing.T) {
@@ -67,22 +68,7 @@ func FuzzParse(f *testing.F) {
 }
 
 // syncBuffer is an io.Writer safe for the watcher and the test together.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // waitFor waits until out has gained line after offset, as a test of a
 // member waits for its acknowledgement.

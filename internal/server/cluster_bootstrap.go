@@ -101,7 +101,7 @@ func joinIdentity(ctx context.Context, cfg Config, client *http.Client) (identit
 	if len(urls) == 0 {
 		return identity{}, errors.New("--initial-cluster-state=existing but --initial-cluster names no other member to join")
 	}
-	remote, err := fetchClusterMembers(ctx, client, urls)
+	remote, err := membership.FetchMembers(ctx, client, urls, fetchMembersTimeout)
 	if err != nil {
 		return identity{}, fmt.Errorf("cannot fetch cluster info from peer urls: %w", err)
 	}
@@ -124,20 +124,4 @@ func joinIdentity(ctx context.Context, cfg Config, client *http.Client) (identit
 		return identity{}, fmt.Errorf("the running cluster has no member with peer URLs %v: add it with `etcdctl member add` first", cfg.PeerURLs)
 	}
 	return id, nil
-}
-
-// fetchClusterMembers asks each URL in turn for the member list and
-// returns the first answer.
-func fetchClusterMembers(ctx context.Context, client *http.Client, urls []string) (remoteCluster, error) {
-	var errs []error
-	for _, u := range urls {
-		ctx, cancel := context.WithTimeout(ctx, fetchMembersTimeout)
-		rc, err := getMembers(ctx, client, u)
-		cancel()
-		if err == nil {
-			return rc, nil
-		}
-		errs = append(errs, err)
-	}
-	return remoteCluster{}, errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/cluster/corruption"
+	"github.com/metastore-io/metastore/internal/cluster/transport"
 )
 
 // The corruption checks are package corruption's; the member runs them:
@@ -35,7 +36,7 @@ func (m corruptionMember) PeerURLs() map[uint64][]string {
 func (m corruptionMember) RaiseCorrupt(id uint64) { _ = m.spawn(func() { m.raiseCorrupt(id) }) }
 
 func newCorruptionChecker(s *Server) *corruption.Checker {
-	return corruption.New(corruptionMember{s}, peerHTTPClient(s.cfg.PeerTLS, 0), s.reqTimeout, s.log)
+	return corruption.New(corruptionMember{s}, transport.PeerHTTPClient(s.cfg.PeerTLS, 0), s.reqTimeout, s.log)
 }
 
 // initialCorruptCheck waits until the entries the log held committed at

@@ -4,11 +4,12 @@
 // # The write path
 //
 //	client RPC ─▶ propose (kv.go) ─▶ raftnode.Propose ─▶ WAL fsync on a quorum
-//	         ◀─ waitRegistry ◀─ statemachine.Apply ◀─ committed entries
+//	         ◀─ wait.Registry ◀─ statemachine.Apply ◀─ committed entries
 //
 // A write becomes an etcdserverpb.InternalRaftRequest with a request ID
 // unique across members and restarts (reqid.go), is proposed, and the
-// caller waits on the waitRegistry (wait.go) for that ID, which also ends
+// caller waits on the wait registry (internal/statemachine/wait) for that
+// ID, which also ends
 // the wait at the request timeout (one expiry loop, no timer per request)
 // or when the member stops. The replicated state machine
 // (internal/statemachine, the raftnode.StateMachine) applies every

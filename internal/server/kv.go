@@ -11,6 +11,7 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/raftnode"
 	"github.com/metastore-io/metastore/internal/statemachine"
+	"github.com/metastore-io/metastore/internal/statemachine/wait"
 )
 
 // maxApplyLag bounds how far apply may trail commit before new proposals
@@ -184,7 +185,7 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (stat
 	}
 
 	// The wait ends at the deadline without a timer of its own: the wait
-	// registry's expiry loop answers it (wait.go), as it answers every
+	// registry's expiry loop answers it (package wait), as it answers every
 	// wait with ErrStopped when the member stops or its raft node fails.
 	start := time.Now()
 	deadline := start.Add(s.reqTimeout)
@@ -202,7 +203,7 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (stat
 	}
 	select {
 	case res := <-ch:
-		if res.Err == errWaitExpired {
+		if res.Err == wait.ErrExpired {
 			s.node.CountFailedProposal()
 			return statemachine.Result{}, s.proposeError(ctx, ctx, context.DeadlineExceeded, start)
 		}

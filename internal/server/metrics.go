@@ -12,63 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/metastore-io/metastore/internal/host/promreg"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/kvstore"
+	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 // defaultWarningApplyDuration is etcd's --warning-apply-duration: an apply
 // or read slower than this is logged and counted as a slow apply.
 const defaultWarningApplyDuration = 100 * time.Millisecond
-
-// applyOp names an applied request as etcd's apply_duration_seconds "op"
-// label does.
-type applyOp int
-
-const (
-	opPut applyOp = iota
-	opDeleteRange
-	opTxn
-	opCompaction
-	opLeaseGrant
-	opLeaseRevoke
-	opLeaseCheckpoint
-	opClusterMemberAttrSet
-	opClusterVersionSet
-	opUnknown
-	numApplyOps
-)
-
-var applyOpNames = [numApplyOps]string{
-	"Put", "DeleteRange", "Txn", "Compaction", "LeaseGrant", "LeaseRevoke", "LeaseCheckpoint",
-	"ClusterMemberAttrSet", "ClusterVersionSet", "unknown",
-}
-
-func applyOpOf(req *pb.InternalRaftRequest) applyOp {
-	switch {
-	case req.Put != nil:
-		return opPut
-	case req.DeleteRange != nil:
-		return opDeleteRange
-	case req.Txn != nil:
-		return opTxn
-	case req.Compaction != nil:
-		return opCompaction
-	case req.LeaseGrant != nil:
-		return opLeaseGrant
-	case req.LeaseRevoke != nil:
-		return opLeaseRevoke
-	case req.LeaseCheckpoint != nil:
-		return opLeaseCheckpoint
-	case req.ClusterMemberAttrSet != nil:
-		return opClusterMemberAttrSet
-	case req.ClusterVersionSet != nil:
-		return opClusterVersionSet
-	}
-	return opUnknown
-}
 
 // serverMetrics are the member's etcd_server_* collectors that belong to
 // no lower layer (raftnode owns the raft ones), under etcd 3.6's names,
@@ -78,7 +31,7 @@ type serverMetrics struct {
 	proposalsPending prometheus.Gauge
 	slowApplies      prometheus.Counter
 	// applySeconds[op][success] and rangeSeconds[success] (0 false, 1 true).
-	applySeconds      [numApplyOps][2]prometheus.Observer
+	applySeconds      [statemachine.NumOps][2]prometheus.Observer
 	rangeSeconds      [2]prometheus.Observer
 	promoteSucceeded  prometheus.Counter
 	promoteFailed     *prometheus.CounterVec
@@ -137,9 +90,9 @@ func newServerMetrics(reg prometheus.Registerer, warnApplyDuration time.Duration
 	if m.warnApplyDuration <= 0 {
 		m.warnApplyDuration = defaultWarningApplyDuration
 	}
-	for op := range numApplyOps {
+	for op := range statemachine.NumOps {
 		for ok, label := range []string{"false", "true"} {
-			m.applySeconds[op][ok] = applySec.WithLabelValues("v3", applyOpNames[op], label)
+			m.applySeconds[op][ok] = applySec.WithLabelValues("v3", op.String(), label)
 		}
 	}
 	m.rangeSeconds = [2]prometheus.Observer{rangeSec.WithLabelValues("false"), rangeSec.WithLabelValues("true")}
@@ -181,14 +134,14 @@ func registerAuthRevision(reg prometheus.Registerer, as *auth.Store) error {
 
 // observeApply times one applied request, and counts and logs it as etcd
 // does when it took longer than --warning-apply-duration.
-func (m *serverMetrics) observeApply(log *slog.Logger, op applyOp, err error, took time.Duration) {
+func (m *serverMetrics) observeApply(log *slog.Logger, op statemachine.Op, err error, took time.Duration) {
 	// etcd counts a compacted-revision error as a successful apply.
 	ok := err == nil || errors.Is(err, kvstore.ErrCompacted)
 	m.applySeconds[op][boolIndex(ok)].Observe(took.Seconds())
 	if took > m.warnApplyDuration {
 		m.slowApplies.Inc()
 		log.Warn("apply request took too long", "took", took, "expected-duration", m.warnApplyDuration,
-			"op", applyOpNames[op], "error", err)
+			"op", op.String(), "error", err)
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore/compactor"
 	"github.com/metastore-io/metastore/internal/raftnode"
 	"github.com/metastore-io/metastore/internal/statemachine"
+	"github.com/metastore-io/metastore/internal/statemachine/wait"
 	"github.com/metastore-io/metastore/internal/watch"
 )
 
@@ -184,7 +185,7 @@ type Server struct {
 	// transport carries raft traffic and forwarded requests to the other
 	// members; peers is what it has been told about them (apply goroutine).
 	transport *transport.Transport
-	peers     *peerSet
+	peers     *transport.PeerSet
 	learner   atomic.Bool    // this member is a learner (as of the last change)
 	metrics   *serverMetrics // the etcd_server_* series of this layer (metrics.go)
 
@@ -203,7 +204,7 @@ type Server struct {
 	// peerServers serve the peer API.
 	peerServers []*http.Server
 
-	wait       *waitRegistry
+	wait       *wait.Registry
 	reqIDs     *requestIDs
 	reqTimeout time.Duration
 
@@ -217,7 +218,7 @@ type Server struct {
 	failOnce    sync.Once
 	removedOnce sync.Once
 	// supervisor is supervise (lifecycle.go) and the wait registry's
-	// expiry loop (wait.go); serving the goroutines that serve listeners,
+	// expiry loop (package wait); serving the goroutines that serve listeners,
 	// publish the member and monitor corruption; users the work beside
 	// apply that holds the store.
 	supervisor sync.WaitGroup
@@ -273,7 +274,7 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 	if err := removeStaleSnapshotImages(cfg.DataDir); err != nil {
 		return nil, identity{}, err
 	}
-	who, err := resolveIdentity(ctx, cfg, memberDir, peerHTTPClient(cfg.PeerTLS, fetchMembersTimeout))
+	who, err := resolveIdentity(ctx, cfg, memberDir, transport.PeerHTTPClient(cfg.PeerTLS, fetchMembersTimeout))
 	if err != nil {
 		return nil, identity{}, err
 	}
@@ -282,7 +283,7 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 		log:        cfg.Logger.With("member-id", fmt.Sprintf("%x", who.memberID)),
 		id:         who.memberID,
 		cluster:    membership.New(who.memberID, who.clusterID),
-		wait:       newWaitRegistry(),
+		wait:       wait.New(),
 		reqIDs:     newRequestIDs(who.memberID, time.Now()),
 		reqTimeout: membererr.RequestTimeout(time.Duration(cfg.ElectionTicks) * cfg.TickInterval),
 		readyc:     make(chan struct{}),
@@ -290,7 +291,7 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 		done:       make(chan struct{}),
 		failed:     make(chan struct{}),
 		removed:    make(chan struct{}),
-		peers:      newPeerSet(who.memberID),
+		peers:      transport.NewPeerSet(who.memberID),
 		alarms:     statemachine.NewAlarms(),
 		notices:    statemachine.NewNotices(),
 
@@ -410,8 +411,8 @@ func (s *Server) startRaft(who identity) error {
 	}
 	s.transport = tr
 	s.renewals = forward.NewRenewBatcher(tr, s.users.spawn, s.leases.electionTimeout, s.stopping)
-	s.peers.seed(s.log, tr, who.peers)
-	s.peers.sync(s.log, tr, s.cluster.Members(), s.cluster.IsRemoved)
+	s.peers.Seed(s.log, tr, who.peers)
+	s.peers.Sync(s.log, tr, s.cluster.Members(), s.cluster.IsRemoved)
 	s.learner.Store(s.cluster.IsLearner(s.id))
 	if err := s.registerForwardHandlers(); err != nil {
 		return err
@@ -481,7 +482,7 @@ func (s *Server) stateMachine() *statemachine.StateMachine {
 		Compacted:   &s.compacted,
 		LeaderEntry: s.leases.leaderEntryApplied,
 		ObserveApply: func(req *pb.InternalRaftRequest, err error, took time.Duration) {
-			s.metrics.observeApply(s.log, applyOpOf(req), err, took)
+			s.metrics.observeApply(s.log, statemachine.OpOf(req), err, took)
 		},
 		AlarmsChanged: s.ops.alarmsChanged,
 		PeersChanged:  s.syncPeers,
@@ -500,7 +501,7 @@ func (s *Server) startServing() error {
 	go s.actOnApplyNotices()
 	go func() {
 		defer s.supervisor.Done()
-		s.wait.expireLoop(s.stopping, s.node.Done())
+		s.wait.ExpireLoop(s.stopping, s.node.Done())
 	}()
 	s.servePeers()
 	if err := s.leases.lessor.Start(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -25,9 +26,6 @@ const PeerHashKVPath = "/members/hashkv"
 
 // maxHashKVBody bounds a peer's /members/hashkv request or answer.
 const maxHashKVBody = 64 << 10
-
-// clusterIDHeader is etcd's header for the cluster ID on peer requests.
-const clusterIDHeader = "X-Etcd-Cluster-ID"
 
 // Member is what the checks need of their member.
 type Member interface {
@@ -55,7 +53,7 @@ func (c *Checker) ServeHashKV(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if gcid := r.Header.Get(clusterIDHeader); gcid != "" && gcid != strconv.FormatUint(c.m.ClusterID(), 16) {
+	if gcid := r.Header.Get(membership.ClusterIDHeader); gcid != "" && gcid != strconv.FormatUint(c.m.ClusterID(), 16) {
 		http.Error(w, "cluster ID mismatch", http.StatusPreconditionFailed)
 		return
 	}
@@ -85,7 +83,7 @@ func (c *Checker) ServeHashKV(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set(clusterIDHeader, strconv.FormatUint(c.m.ClusterID(), 16))
+	w.Header().Set(membership.ClusterIDHeader, strconv.FormatUint(c.m.ClusterID(), 16))
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(data)
 }
@@ -134,7 +132,7 @@ func (c *Checker) fetchPeerHash(ctx context.Context, peerURL string, rev int64) 
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(clusterIDHeader, strconv.FormatUint(c.m.ClusterID(), 16))
+	req.Header.Set(membership.ClusterIDHeader, strconv.FormatUint(c.m.ClusterID(), 16))
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return nil, err

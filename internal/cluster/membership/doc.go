@@ -31,4 +31,10 @@
 // For example, with voters A and B started and C not, adding a fourth
 // voter is refused (2 started of 4 is below a quorum of 3), while
 // removing C is allowed (A and B are a quorum of the remaining two).
+//
+// Peers read the list from one another in etcd's format (peerapi.go): GET
+// /members on the peer URL answers it as JSON with the cluster ID in the
+// X-Etcd-Cluster-ID header, which a member joining with
+// --initial-cluster-state=existing reads to learn its ID (FetchMembers).
+// A new cluster's IDs come from the flags alone (bootstrap.go).
 package membership

@@ -111,4 +111,12 @@
 // every connection it dialled (an HTTP client closes only idle ones, and a
 // connection blocked on a stalled peer is not idle), and waits for the
 // transport's goroutines, incoming streams and snapshot receptions.
+//
+// # Peers from the member list
+//
+// A PeerSet (peerset.go) keeps the transport's peers in line with the
+// replicated member list: seeded from the flags or the running cluster's
+// list, then synced after every membership change. PeerHTTPClient is for
+// what members ask each other outside the transport (etcd's /members and
+// /members/hashkv), with the member's peer TLS.
 package transport

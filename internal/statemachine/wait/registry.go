@@ -1,4 +1,4 @@
-package server
+package wait
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
@@ -18,24 +19,24 @@ const waitShards = 64
 // out" between its deadline and this much later (the deadline is seconds).
 const expiryInterval = 20 * time.Millisecond
 
-// errWaitExpired is the result of a wait that reached its deadline.
-var errWaitExpired = errors.New("server: wait expired")
+// ErrExpired is the result of a wait that reached its deadline.
+var ErrExpired = errors.New("server: wait expired")
 
-// waitRegistry matches applied proposals to the callers waiting for them,
+// Registry matches applied proposals to the callers waiting for them,
 // by the proposal's request ID. Register before proposing; the apply loop
 // calls Trigger once the entry is applied; a caller that gives up calls
 // Cancel so its slot is not leaked.
 //
 // It also ends the waits the apply loop never answers, so that a waiter
 // selects on its channel and its caller's context only: a registration
-// may carry a deadline, and expireLoop answers it with errWaitExpired
+// may carry a deadline, and ExpireLoop answers it with ErrExpired
 // once it has passed; when the member stops or its raft node fails,
 // close answers every wait, and every later registration at once, with
 // ErrStopped. A per-request timer (context.WithTimeout) and a select on
 // the member's stop channels showed in the profiles of a put and of a
 // linearizable read at 1,000 clients (docs/performance.md, "Measurements
 // behind the code").
-type waitRegistry struct {
+type Registry struct {
 	shards [waitShards]waitShard
 	// timed counts the registrations with a deadline; kick wakes the
 	// expiry loop when the first one arrives, so that an idle member's
@@ -56,8 +57,8 @@ type waitEntry struct {
 	deadline time.Time // zero: none
 }
 
-func newWaitRegistry() *waitRegistry {
-	w := &waitRegistry{kick: make(chan struct{}, 1)}
+func New() *Registry {
+	w := &Registry{kick: make(chan struct{}, 1)}
 	for i := range w.shards {
 		w.shards[i].m = map[uint64]waitEntry{}
 	}
@@ -66,17 +67,17 @@ func newWaitRegistry() *waitRegistry {
 
 // Register returns the channel on which the result for id arrives. The
 // channel is buffered so that Trigger never blocks the apply loop.
-func (w *waitRegistry) Register(id uint64) <-chan statemachine.Result {
+func (w *Registry) Register(id uint64) <-chan statemachine.Result {
 	return w.register(id, time.Time{})
 }
 
 // RegisterUntil is Register with a deadline, after which the result is
-// errWaitExpired.
-func (w *waitRegistry) RegisterUntil(id uint64, deadline time.Time) <-chan statemachine.Result {
+// ErrExpired.
+func (w *Registry) RegisterUntil(id uint64, deadline time.Time) <-chan statemachine.Result {
 	return w.register(id, deadline)
 }
 
-func (w *waitRegistry) register(id uint64, deadline time.Time) <-chan statemachine.Result {
+func (w *Registry) register(id uint64, deadline time.Time) <-chan statemachine.Result {
 	e := waitEntry{ch: make(chan statemachine.Result, 1), deadline: deadline}
 	s := &w.shards[id%waitShards]
 	s.mu.Lock()
@@ -98,7 +99,7 @@ func (w *waitRegistry) register(id uint64, deadline time.Time) <-chan statemachi
 }
 
 // take removes id's entry; ok is false when there is none.
-func (w *waitRegistry) take(id uint64) (waitEntry, bool) {
+func (w *Registry) take(id uint64) (waitEntry, bool) {
 	s := &w.shards[id%waitShards]
 	s.mu.Lock()
 	e, ok := s.m[id]
@@ -111,18 +112,18 @@ func (w *waitRegistry) take(id uint64) (waitEntry, bool) {
 }
 
 // Trigger delivers the result for id if someone waits for it.
-func (w *waitRegistry) Trigger(id uint64, r statemachine.Result) {
+func (w *Registry) Trigger(id uint64, r statemachine.Result) {
 	if e, ok := w.take(id); ok {
 		e.ch <- r
 	}
 }
 
 // Cancel forgets id; a later Trigger for it is a no-op.
-func (w *waitRegistry) Cancel(id uint64) { w.take(id) }
+func (w *Registry) Cancel(id uint64) { w.take(id) }
 
-// expire answers, with errWaitExpired, every wait whose deadline is not
+// expire answers, with ErrExpired, every wait whose deadline is not
 // after now.
-func (w *waitRegistry) expire(now time.Time) {
+func (w *Registry) expire(now time.Time) {
 	for i := range w.shards {
 		s := &w.shards[i]
 		s.mu.Lock()
@@ -130,7 +131,7 @@ func (w *waitRegistry) expire(now time.Time) {
 			if !e.deadline.IsZero() && !e.deadline.After(now) {
 				delete(s.m, id)
 				w.timed.Add(-1)
-				e.ch <- statemachine.Result{Err: errWaitExpired}
+				e.ch <- statemachine.Result{Err: ErrExpired}
 			}
 		}
 		s.mu.Unlock()
@@ -138,7 +139,7 @@ func (w *waitRegistry) expire(now time.Time) {
 }
 
 // close answers every wait, and every later registration, with err.
-func (w *waitRegistry) close(err error) {
+func (w *Registry) Close(err error) {
 	for i := range w.shards {
 		s := &w.shards[i]
 		s.mu.Lock()
@@ -156,13 +157,13 @@ func (w *waitRegistry) close(err error) {
 	}
 }
 
-// expireLoop expires waits every expiryInterval while some have a
+// ExpireLoop expires waits every expiryInterval while some have a
 // deadline, until stop closes; then it closes the registry with
-// ErrStopped. The member runs it from startServing to its stop, and
+// membererr.ErrStopped. The member runs it from its start to its stop, and
 // stops it when the member stops or its raft node fails (nothing will be
 // applied then).
-func (w *waitRegistry) expireLoop(stop <-chan struct{}, failed <-chan struct{}) {
-	defer w.close(ErrStopped)
+func (w *Registry) ExpireLoop(stop <-chan struct{}, failed <-chan struct{}) {
+	defer w.Close(membererr.ErrStopped)
 	t := time.NewTimer(expiryInterval)
 	defer t.Stop()
 	for {

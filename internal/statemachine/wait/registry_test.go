@@ -1,15 +1,15 @@
-package server
+package wait
 
 import (
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/statemachine"
 )
 
 func TestWaitRegistryDeliversOnce(t *testing.T) {
-	w := newWaitRegistry()
+	w := New()
 	ch := w.Register(7)
 	w.Trigger(7, statemachine.Result{Resp: "ok"})
 	w.Trigger(7, statemachine.Result{Resp: "again"}) // no waiter any more: no-op
@@ -29,7 +29,7 @@ func TestWaitRegistryDeliversOnce(t *testing.T) {
 }
 
 func TestWaitRegistryCancelAndUnknown(t *testing.T) {
-	w := newWaitRegistry()
+	w := New()
 	ch := w.Register(1)
 	w.Cancel(1)
 	w.Trigger(1, statemachine.Result{Resp: "late"})
@@ -42,18 +42,18 @@ func TestWaitRegistryCancelAndUnknown(t *testing.T) {
 }
 
 // TestWaitRegistryExpires checks that only waits past their deadline are
-// answered errWaitExpired, and that the expiry loop does it on its own
-// and answers every wait, and every later one, with ErrStopped once
+// answered ErrExpired, and that the expiry loop does it on its own
+// and answers every wait, and every later one, with membererr.ErrStopped once
 // stopped.
 func TestWaitRegistryExpires(t *testing.T) {
-	w := newWaitRegistry()
+	w := New()
 	now := time.Now()
 	past := w.RegisterUntil(1, now.Add(-time.Millisecond))
 	future := w.RegisterUntil(2, now.Add(time.Hour))
 	untimed := w.Register(3)
 	w.expire(now)
-	if r := <-past; r.Err != errWaitExpired {
-		t.Fatalf("past deadline: %v, want errWaitExpired", r.Err)
+	if r := <-past; r.Err != ErrExpired {
+		t.Fatalf("past deadline: %v, want ErrExpired", r.Err)
 	}
 	for _, ch := range []<-chan statemachine.Result{future, untimed} {
 		select {
@@ -70,12 +70,12 @@ func TestWaitRegistryExpires(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.expireLoop(stop, nil)
+		w.ExpireLoop(stop, nil)
 	}()
 	soon := w.RegisterUntil(4, time.Now().Add(expiryInterval))
 	select {
 	case r := <-soon:
-		if r.Err != errWaitExpired {
+		if r.Err != ErrExpired {
 			t.Fatalf("expiry loop answered %v", r.Err)
 		}
 	case <-time.After(10 * time.Second):
@@ -86,7 +86,7 @@ func TestWaitRegistryExpires(t *testing.T) {
 	for _, ch := range []<-chan statemachine.Result{future, untimed, w.Register(5)} {
 		select {
 		case r := <-ch:
-			if r.Err != ErrStopped {
+			if r.Err != membererr.ErrStopped {
 				t.Fatalf("after stop: %v, want ErrStopped", r.Err)
 			}
 		default:
@@ -97,34 +97,4 @@ func TestWaitRegistryExpires(t *testing.T) {
 	if n := w.timed.Load(); n != 0 {
 		t.Fatalf("%d timed waits counted after stop, want 0", n)
 	}
-}
-
-func TestRequestIDsUniqueUnderConcurrency(t *testing.T) {
-	g := newRequestIDs(0xabcd, time.Unix(1700000000, 0))
-	const workers, per = 8, 2000
-	var mu sync.Mutex
-	seen := make(map[uint64]bool, workers*per)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			local := make([]uint64, per)
-			for i := range local {
-				local[i] = g.Next()
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, id := range local {
-				if seen[id] {
-					t.Errorf("duplicate id %x", id)
-				}
-				seen[id] = true
-				if id>>48 != 0xabcd {
-					t.Errorf("id %x lost the member prefix", id)
-				}
-			}
-		}()
-	}
-	wg.Wait()
 }

@@ -21,6 +21,7 @@ var (
 	_ etcdcompat.RangeStreamMember    = clientMember{}
 	_ etcdcompat.ClusterVersionMember = clientMember{}
 	_ etcdcompat.RaftStatusMember     = clientMember{}
+	_ etcdcompat.DowngradeMember      = clientMember{}
 )
 
 // ClientMember is the member as etcd's services (pkg/etcdcompat) see it.

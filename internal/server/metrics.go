@@ -35,13 +35,14 @@ const (
 	opLeaseCheckpoint
 	opClusterMemberAttrSet
 	opClusterVersionSet
+	opDowngradeInfoSet
 	opUnknown
 	numApplyOps
 )
 
 var applyOpNames = [numApplyOps]string{
 	"Put", "DeleteRange", "Txn", "Compaction", "LeaseGrant", "LeaseRevoke", "LeaseCheckpoint",
-	"ClusterMemberAttrSet", "ClusterVersionSet", "unknown",
+	"ClusterMemberAttrSet", "ClusterVersionSet", "DowngradeInfoSet", "unknown",
 }
 
 func applyOpOf(req *pb.InternalRaftRequest) applyOp {
@@ -64,6 +65,8 @@ func applyOpOf(req *pb.InternalRaftRequest) applyOp {
 		return opClusterMemberAttrSet
 	case req.ClusterVersionSet != nil:
 		return opClusterVersionSet
+	case req.DowngradeInfoSet != nil:
+		return opDowngradeInfoSet
 	}
 	return opUnknown
 }

@@ -472,8 +472,8 @@ func (s *Server) stateMachine() *statemachine.StateMachine {
 	})
 }
 
-// startServing starts the notice loop, the lessor, the auto-compactor and the corruption
-// monitors, serves the peer listeners, publishes the member and serves
+// startServing starts the notice loop, the lessor, the auto-compactor, the corruption
+// monitors and the cluster version's, serves the peer listeners, publishes the member and serves
 // the client listeners once it is published; supervise stops the member
 // if it fails on its own.
 func (s *Server) startServing() error {
@@ -493,6 +493,8 @@ func (s *Server) startServing() error {
 		s.compactor.Run()
 	}
 	s.startCorruptionMonitors()
+	s.serving.Add(1)
+	go s.monitorClusterVersion()
 	if len(s.cfg.ClientListeners) > 0 {
 		ccfg := s.cfg.Client
 		ccfg.Member = s.ClientMember()

@@ -141,12 +141,23 @@ func requireDowngradeInfo(ctx context.Context, t *testing.T, m pb.MaintenanceCli
 // storage version v, and Status the storage version v.
 func waitVersions(ctx context.Context, t *testing.T, s *server, v string) {
 	t.Helper()
+	waitMemberVersions(ctx, t, s.member(), func() (*pb.StatusResponse, error) {
+		st, err := s.cli.Status(ctx, s.member().ClientURL())
+		if err != nil {
+			return nil, err
+		}
+		return (*pb.StatusResponse)(st), nil
+	}, v)
+}
+
+func waitMemberVersions(ctx context.Context, t *testing.T, m *framework.Member, statusOf func() (*pb.StatusResponse, error), v string) {
+	t.Helper()
 	var got struct{ Etcdcluster, Storage string }
 	var storage string
 	for {
-		code, body, err := httpGet(ctx, s.member().ClientURL()+"/version")
+		code, body, err := httpGet(ctx, m.ClientURL()+"/version")
 		if err == nil && code == 200 && json.Unmarshal([]byte(body), &got) == nil && got.Etcdcluster == v && got.Storage == v {
-			st, err := s.cli.Status(ctx, s.member().ClientURL())
+			st, err := statusOf()
 			if err == nil && st.StorageVersion == v {
 				return
 			}
@@ -156,8 +167,53 @@ func waitVersions(ctx context.Context, t *testing.T, s *server, v string) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the versions never became %s: /version %+v, Status storage version %q", v, got, storage)
+			t.Fatalf("%s: the versions never became %s: /version %+v, Status storage version %q", m.Name(), v, got, storage)
 		case <-time.After(100 * time.Millisecond): // poll; the deadline is ctx's
 		}
 	}
+}
+
+// TestDowngradeCluster: a job enabled through a follower is the
+// cluster's: the leader moves the cluster version, every member reports
+// the job and the versions, and a cancel through another follower
+// brings every member back to 3.6.
+func TestDowngradeCluster(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	ctx := testContext(t, testTimeout)
+	mc := newMemberClients(t, c)
+	leader := mc.waitLeader(ctx, t, c.Members())
+	followers := others(c.Members(), leader)
+	each := func(check func(m *framework.Member, statusOf func() (*pb.StatusResponse, error))) {
+		for _, m := range c.Members() {
+			check(m, func() (*pb.StatusResponse, error) { return mc.status(ctx, t, m) })
+		}
+	}
+	each(func(m *framework.Member, statusOf func() (*pb.StatusResponse, error)) {
+		waitMemberVersions(ctx, t, m, statusOf, "3.6.0")
+	})
+
+	enable := pb.NewMaintenanceClient(mc.of(t, followers[0]).ActiveConnection())
+	resp, err := enable.Downgrade(ctx, &pb.DowngradeRequest{Action: pb.DowngradeRequest_ENABLE, Version: "3.5"})
+	if err != nil || resp.Version != "3.6" {
+		t.Fatalf("enable 3.5 through %s: %+v, %v; want cluster version 3.6", followers[0].Name(), resp, err)
+	}
+	each(func(m *framework.Member, statusOf func() (*pb.StatusResponse, error)) {
+		waitMemberVersions(ctx, t, m, statusOf, "3.5.0")
+		st, err := statusOf()
+		if err != nil || !st.DowngradeInfo.GetEnabled() || st.DowngradeInfo.GetTargetVersion() != "3.5.0" {
+			t.Fatalf("%s: status %v, %v; want the job to 3.5.0", m.Name(), st.GetDowngradeInfo(), err)
+		}
+	})
+
+	cancel := pb.NewMaintenanceClient(mc.of(t, followers[1]).ActiveConnection())
+	if _, err := cancel.Downgrade(ctx, &pb.DowngradeRequest{Action: pb.DowngradeRequest_CANCEL}); err != nil {
+		t.Fatalf("cancel through %s: %v", followers[1].Name(), err)
+	}
+	each(func(m *framework.Member, statusOf func() (*pb.StatusResponse, error)) {
+		waitMemberVersions(ctx, t, m, statusOf, "3.6.0")
+		if st, err := statusOf(); err != nil || st.DowngradeInfo.GetEnabled() {
+			t.Fatalf("%s: status %v, %v; want no job", m.Name(), st.GetDowngradeInfo(), err)
+		}
+	})
 }

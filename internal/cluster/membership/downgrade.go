@@ -43,6 +43,13 @@ func IsClusterRecord(key []byte) bool {
 // downgrade job's record; its value is the target version.
 func IsDowngradeRecord(key []byte) bool { return len(key) == 1 && key[0] == downgradeKeyPrefix }
 
+// DowngradeRecord is the backend record, bucket byte included, of an
+// enabled downgrade job to target: for converters that write whole
+// backends (internal/format/etcddb); a running member uses SetDowngrade.
+func DowngradeRecord(target string) (key, value []byte) {
+	return append([]byte{Bucket}, downgradeKey...), []byte(target)
+}
+
 // Downgrade is the downgrade job as last applied.
 func (c *Cluster) Downgrade() Downgrade {
 	c.mu.RLock()

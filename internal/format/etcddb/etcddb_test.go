@@ -212,6 +212,29 @@ func TestWrittenDowngradeIsEtcds(t *testing.T) {
 	if got["cluster/clusterVersion"] != "3.5.0" || got["cluster/downgrade"] != `{"target-version":"3.5.0","enabled":true}` {
 		t.Errorf("cluster bucket %q %q, want 3.5.0 and the enabled job", got["cluster/clusterVersion"], got["cluster/downgrade"])
 	}
+
+	// Restored, the file gives the job and the version back.
+	f, err := Open(saveFile(t, kv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := memory.New()
+	if _, err := f.LoadInto(b, nil, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := kvstore.Open(b, kvstore.Options{Leases: fakeLeases{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Close()
+	back := membership.New(1, 99)
+	if err := back.Load(restored); err != nil {
+		t.Fatal(err)
+	}
+	if back.Version() != "3.5.0" || back.Downgrade() != (membership.Downgrade{Enabled: true, TargetVersion: "3.5.0"}) {
+		t.Errorf("restored version %q job %+v, want 3.5.0 and the job to 3.5.0", back.Version(), back.Downgrade())
+	}
 }
 
 // writtenMeta saves kv as an etcd file and lists its meta, member,

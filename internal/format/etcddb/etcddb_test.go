@@ -214,7 +214,20 @@ func TestWrittenDowngradeIsEtcds(t *testing.T) {
 	}
 
 	// Restored, the file gives the job and the version back.
-	f, err := Open(saveFile(t, kv))
+	back := membership.New(1, 99)
+	if err := back.Load(loadFile(t, saveFile(t, kv))); err != nil {
+		t.Fatal(err)
+	}
+	if back.Version() != "3.5.0" || back.Downgrade() != (membership.Downgrade{Enabled: true, TargetVersion: "3.5.0"}) {
+		t.Errorf("restored version %q job %+v, want 3.5.0 and the job to 3.5.0", back.Version(), back.Downgrade())
+	}
+}
+
+// loadFile loads the etcd file at path into a memory store, as a
+// restore does, and opens it.
+func loadFile(t *testing.T, path string) *kvstore.Store {
+	t.Helper()
+	f, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,18 +236,12 @@ func TestWrittenDowngradeIsEtcds(t *testing.T) {
 	if _, err := f.LoadInto(b, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	restored, err := kvstore.Open(b, kvstore.Options{Leases: fakeLeases{}})
+	kv, err := kvstore.Open(b, kvstore.Options{Leases: fakeLeases{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer restored.Close()
-	back := membership.New(1, 99)
-	if err := back.Load(restored); err != nil {
-		t.Fatal(err)
-	}
-	if back.Version() != "3.5.0" || back.Downgrade() != (membership.Downgrade{Enabled: true, TargetVersion: "3.5.0"}) {
-		t.Errorf("restored version %q job %+v, want 3.5.0 and the job to 3.5.0", back.Version(), back.Downgrade())
-	}
+	t.Cleanup(func() { kv.Close() })
+	return kv
 }
 
 // writtenMeta saves kv as an etcd file and lists its meta, member,
@@ -403,20 +410,7 @@ func TestAuthDataRoundTrips(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Open(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := memory.New()
-	if _, err := f.LoadInto(b, nil, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := kvstore.Open(b, kvstore.Options{Leases: fakeLeases{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer loaded.Close()
+	loaded := loadFile(t, raw)
 	got := map[string][]byte{}
 	if err := loaded.AscendAux(kvstore.BucketAuth, func(k, v []byte) bool {
 		got[string(k)] = bytes.Clone(v)

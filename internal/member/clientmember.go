@@ -20,6 +20,7 @@ var (
 	_ etcdcompat.RangeStreamMember    = clientMember{}
 	_ etcdcompat.ClusterVersionMember = clientMember{}
 	_ etcdcompat.RaftStatusMember     = clientMember{}
+	_ etcdcompat.DowngradeMember      = clientMember{}
 )
 
 func (m clientMember) HashKV(rev int64) (etcdcompat.HashKVResult, error) {

@@ -22,8 +22,8 @@ const drainTimeout = 10 * time.Second
 
 // Config is a whole member's configuration.
 type Config struct {
-	// Server is the runtime's. Its ClusterVersion, SendLimit and
-	// BeforeStop are set here, from Client.
+	// Server is the runtime's. Its ClusterVersion, ServerVersion,
+	// SendLimit and BeforeStop are set here, from Client.
 	Server server.Config
 	// Client is etcd's client services'. Its Member is the server;
 	// the HTTP lock service is added to its HTTPServices.
@@ -70,6 +70,7 @@ func Start(ctx context.Context, cfg Config) (*Member, error) {
 	m := &Member{cfg: cfg, stopc: make(chan struct{})}
 	scfg := cfg.Server
 	scfg.ClusterVersion = etcdcompat.EtcdClusterVersion
+	scfg.ServerVersion = etcdcompat.EtcdServerVersion
 	scfg.SendLimit = cfg.Client.SendLimit()
 	scfg.BeforeStop = m.stopClients
 	srv, err := server.New(ctx, scfg)

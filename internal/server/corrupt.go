@@ -68,8 +68,18 @@ func (s *Server) raiseCorrupt(id uint64) {
 // monitorCorruption runs the periodic check every interval on the leader
 // (etcd's monitorKVHash).
 func (s *Server) monitorCorruption(interval time.Duration, check func() error) {
-	defer s.serving.Done()
 	s.log.Info("enabled corruption checking", "interval", interval)
+	s.everyIntervalWhileLeading(interval, func() {
+		if err := check(); err != nil {
+			s.log.Warn("failed to check hash KV", "error", err)
+		}
+	})
+}
+
+// everyIntervalWhileLeading calls f every interval while this member
+// leads, until it stops; it is one of the serving goroutines.
+func (s *Server) everyIntervalWhileLeading(interval time.Duration, f func()) {
+	defer s.serving.Done()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -78,11 +88,8 @@ func (s *Server) monitorCorruption(interval time.Duration, check func() error) {
 			return
 		case <-t.C:
 		}
-		if s.node.Status().Leader != s.id {
-			continue
-		}
-		if err := check(); err != nil {
-			s.log.Warn("failed to check hash KV", "error", err)
+		if s.node.Status().Leader == s.id {
+			f()
 		}
 	}
 }

@@ -137,6 +137,11 @@ type Config struct {
 	// ClusterVersionSet entry of a new cluster): the version of etcd's API
 	// the client services speak (etcdcompat.EtcdClusterVersion).
 	ClusterVersion string
+	// ServerVersion is the etcd server version this member reports
+	// itself as (etcdcompat.EtcdServerVersion): the members' lowest,
+	// for the cluster version monitor, as MetaStore's members do not ask
+	// each other theirs.
+	ServerVersion string
 	// SendLimit is the largest message a client is sent
 	// (etcdcompat.Config.SendLimit): the store refuses a read whose
 	// response would not fit in it. 0 is gRPC's own limit, 2 GiB.
@@ -264,8 +269,10 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 	if cfg.Backend == nil {
 		return nil, identity{}, errors.New("server: no storage backend")
 	}
-	if strings.Count(cfg.ClusterVersion, ".") != 2 {
-		return nil, identity{}, fmt.Errorf("server: cluster version %q is not major.minor.patch", cfg.ClusterVersion)
+	for _, v := range []string{cfg.ClusterVersion, cfg.ServerVersion} {
+		if strings.Count(v, ".") != 2 {
+			return nil, identity{}, fmt.Errorf("server: version %q is not major.minor.patch", v)
+		}
 	}
 	memberDir := memberDataDir(cfg.DataDir)
 	if err := os.MkdirAll(memberDir, 0o700); err != nil {
@@ -490,10 +497,10 @@ func (s *Server) stateMachine() *statemachine.StateMachine {
 	})
 }
 
-// startServing starts the notice loop, the lessor, the auto-compactor
-// and the corruption monitors, serves the peer listeners and publishes
-// the member (Ready closes once it is published); supervise stops the
-// member if it fails on its own.
+// startServing starts the notice loop, the lessor, the auto-compactor,
+// the corruption monitors and the cluster version's, serves the peer
+// listeners and publishes the member (Ready closes once it is
+// published); supervise stops the member if it fails on its own.
 func (s *Server) startServing() error {
 	s.supervisor.Add(2)
 	go s.supervise()
@@ -511,7 +518,8 @@ func (s *Server) startServing() error {
 		s.compactor.Run()
 	}
 	s.startCorruptionMonitors()
-	s.serving.Add(1)
+	s.serving.Add(2)
+	go s.monitorClusterVersion()
 	go s.publishAttributes()
 	return nil
 }

@@ -23,6 +23,9 @@ const testTimeout = 60 * time.Second
 // (internal/member gives etcdcompat's).
 const testClusterVersion = "3.6.0"
 
+// testServerVersion is the server version a test member reports.
+const testServerVersion = "3.6.16"
+
 func testConfig(t *testing.T, dir string) Config {
 	t.Helper()
 	peer := "http://127.0.0.1:12380"

@@ -78,6 +78,9 @@ func (e *env) requestFor(t *testing.T, d *datadriven.TestData) (*pb.InternalRaft
 			MemberAttributes: &membershippb.Attributes{Name: strArg(t, d, "name", ""), ClientUrls: listArg(d, "client")}}}, nil
 	case "version-set":
 		return &pb.InternalRaftRequest{ClusterVersionSet: &membershippb.ClusterVersionSetRequest{Ver: strArg(t, d, "ver", "")}}, nil
+	case "downgrade-set":
+		return &pb.InternalRaftRequest{DowngradeInfoSet: &membershippb.DowngradeInfoSetRequest{
+			Enabled: d.HasArg("enabled"), Ver: strArg(t, d, "ver", "")}}, nil
 	}
 	return e.authRequestFor(t, d)
 }

@@ -10,6 +10,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
 
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -62,8 +63,21 @@ func fmtKeys(keys [][]byte) string {
 
 func (e *env) dumpMembers() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "cluster %x version=%q\n", e.cluster.ID(), e.cluster.Version())
+	fmt.Fprintf(&b, "cluster %x version=%q", e.cluster.ID(), e.cluster.Version())
+	if d := e.cluster.Downgrade(); d.Enabled {
+		fmt.Fprintf(&b, " downgrade=%q", d.TargetVersion)
+	}
+	b.WriteString("\n")
 	b.WriteString(fmtMembers(e.cluster.Members()))
+	// What a restart (or a snapshot's restore) reads back must be the
+	// same: the member list as persisted in the entries' batches.
+	reloaded := membership.New(e.cluster.LocalID(), e.cluster.ID())
+	if err := reloaded.Load(e.kv); err != nil {
+		return fmt.Sprintf("reload: %v", err)
+	}
+	if reloaded.Version() != e.cluster.Version() || reloaded.Downgrade() != e.cluster.Downgrade() {
+		fmt.Fprintf(&b, "reloaded differs: version=%q downgrade=%+v\n", reloaded.Version(), reloaded.Downgrade())
+	}
 	return b.String()
 }
 

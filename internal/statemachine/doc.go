@@ -34,7 +34,8 @@
 //     LeaseCheckpoint (lease.go);
 //     Alarm: GET, ACTIVATE, DEACTIVATE (alarm.go);
 //     the Auth service's requests (auth.go);
-//     ClusterMemberAttrSet, ClusterVersionSet: the member list.
+//     ClusterMemberAttrSet, ClusterVersionSet, DowngradeInfoSet (a
+//     downgrade job enabled or cancelled): the member list.
 //  4. The quota (quota.go): a put, txn or grant that did not fit is still
 //     applied, as on every member, but its proposer is answered
 //     ErrNoSpace only after this member raised its NOSPACE alarm.

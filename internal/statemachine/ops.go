@@ -19,6 +19,7 @@ const (
 	OpLeaseCheckpoint
 	OpClusterMemberAttrSet
 	OpClusterVersionSet
+	OpDowngradeInfoSet
 	OpUnknown
 	// NumOps is the number of kinds.
 	NumOps
@@ -27,7 +28,7 @@ const (
 // opNames are the label values, by Op.
 var opNames = [NumOps]string{
 	"Put", "DeleteRange", "Txn", "Compaction", "LeaseGrant", "LeaseRevoke", "LeaseCheckpoint",
-	"ClusterMemberAttrSet", "ClusterVersionSet", "unknown",
+	"ClusterMemberAttrSet", "ClusterVersionSet", "DowngradeInfoSet", "unknown",
 }
 
 // OpOf is the kind of req.
@@ -51,6 +52,8 @@ func OpOf(req *pb.InternalRaftRequest) Op {
 		return OpClusterMemberAttrSet
 	case req.ClusterVersionSet != nil:
 		return OpClusterVersionSet
+	case req.DowngradeInfoSet != nil:
+		return OpDowngradeInfoSet
 	}
 	return OpUnknown
 }

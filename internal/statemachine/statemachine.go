@@ -314,6 +314,11 @@ func (sm *StateMachine) dispatch(req *pb.InternalRaftRequest, index uint64) Resu
 	case req.ClusterVersionSet != nil:
 		sm.Cluster.SetVersion(kv, req.ClusterVersionSet.Ver)
 		res.Resp = &membershippb.ClusterVersionSetRequest{}
+	case req.DowngradeInfoSet != nil:
+		// The member validated the job before proposing it; apply
+		// records it as etcd's does, unchecked.
+		sm.Cluster.SetDowngrade(kv, req.DowngradeInfoSet.Enabled, req.DowngradeInfoSet.Ver)
+		res.Resp = &membershippb.DowngradeInfoSetRequest{}
 	default:
 		res.Err = membererr.ErrNotImplementedOp
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/metastore-io/metastore/internal/auth"
 	"github.com/metastore-io/metastore/internal/cluster/membererr"
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -35,6 +36,12 @@ var grpcErrors = map[error]error{
 	membererr.ErrLeaderChanged:   rpctypes.ErrGRPCLeaderChanged,
 	membererr.ErrNoSpace:         rpctypes.ErrGRPCNoSpace,
 	membererr.ErrCorrupt:         rpctypes.ErrGRPCCorrupt,
+
+	membership.ErrWrongDowngradeVersionFormat:   rpctypes.ErrGRPCWrongDowngradeVersionFormat,
+	membership.ErrClusterVersionUnavailable:     rpctypes.ErrGRPCClusterVersionUnavailable,
+	membership.ErrInvalidDowngradeTargetVersion: rpctypes.ErrGRPCInvalidDowngradeTargetVersion,
+	membership.ErrDowngradeInProcess:            rpctypes.ErrGRPCDowngradeInProcess,
+	membership.ErrNoInflightDowngrade:           rpctypes.ErrGRPCNoInflightDowngrade,
 
 	auth.ErrRootUserNotExist:     rpctypes.ErrGRPCRootUserNotExist,
 	auth.ErrRootRoleNotExist:     rpctypes.ErrGRPCRootRoleNotExist,

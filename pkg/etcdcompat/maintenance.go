@@ -26,8 +26,11 @@ func (m *maintenanceService) Status(ctx context.Context, _ *pb.StatusRequest) (*
 		DbSizeInUse:      st.DBSizeInUse,
 		IsLearner:        st.IsLearner,
 		DbSizeQuota:      st.QuotaBytes,
-		StorageVersion:   StorageVersion,
+		StorageVersion:   storageVersionOf(m.srv),
 		DowngradeInfo:    &pb.DowngradeInfo{},
+	}
+	if dm, ok := m.srv.(DowngradeMember); ok {
+		resp.DowngradeInfo.Enabled, resp.DowngradeInfo.TargetVersion = dm.DowngradeInfo()
 	}
 	if st.Leader == 0 {
 		resp.Errors = append(resp.Errors, "etcdserver: no leader")
@@ -77,6 +80,24 @@ func (m *maintenanceService) HashKV(ctx context.Context, r *pb.HashKVRequest) (*
 		CompactRevision: h.CompactRevision,
 		HashRevision:    h.HashRevision,
 	}
+	m.hdr.fill(resp.Header)
+	return resp, nil
+}
+
+// Downgrade validates, enables or cancels a downgrade of the cluster
+// version (etcdctl downgrade validate|enable|cancel); the response
+// carries a header as etcd's does. Only root may ask when auth is on
+// (authguard.go).
+func (m *maintenanceService) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
+	dm, ok := m.srv.(DowngradeMember)
+	if !ok {
+		return m.UnimplementedMaintenanceServer.Downgrade(ctx, r)
+	}
+	resp, err := dm.Downgrade(ctx, r)
+	if err != nil {
+		return nil, toGRPCError(err)
+	}
+	resp.Header = &pb.ResponseHeader{}
 	m.hdr.fill(resp.Header)
 	return resp, nil
 }

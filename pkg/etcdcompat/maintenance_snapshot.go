@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 )
 
 // snapshotChunkSize is the blob size of Snapshot's messages, etcd's
@@ -31,6 +33,7 @@ func (m *maintenanceService) Snapshot(_ *pb.SnapshotRequest, stream pb.Maintenan
 	}
 	sender := &snapshotSender{
 		stream:  stream,
+		version: snapshotStorageVersion(m.srv),
 		imageAt: total - sha256.Size,
 		buf:     make([]byte, 0, snapshotChunkSize),
 	}
@@ -48,6 +51,8 @@ func (m *maintenanceService) Snapshot(_ *pb.SnapshotRequest, stream pb.Maintenan
 // digest after it into a message of its own.
 type snapshotSender struct {
 	stream pb.Maintenance_SnapshotServer
+	// version is the storage version every message carries.
+	version string
 	// imageAt is the image's length; the digest follows it.
 	imageAt int64
 	// sent counts the image bytes sent so far.
@@ -86,5 +91,16 @@ func (s *snapshotSender) Write(p []byte) (int, error) {
 }
 
 func (s *snapshotSender) send(blob []byte, remaining uint64) error {
-	return s.stream.Send(&pb.SnapshotResponse{RemainingBytes: remaining, Blob: blob, Version: StorageVersion})
+	return s.stream.Send(&pb.SnapshotResponse{RemainingBytes: remaining, Blob: blob, Version: s.version})
+}
+
+// snapshotStorageVersion is the storage version of the file a Snapshot
+// sends, as etcd reads it from the backend it sends: StorageVersion,
+// or none while the cluster is downgraded to 3.5 (the file is in etcd
+// 3.5's schema then, and etcdctl prints no "Server version").
+func snapshotStorageVersion(m Member) string {
+	if v := storageVersionOf(m); membership.PredatesStorageVersion(v) {
+		return ""
+	}
+	return StorageVersion
 }

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
-	"strings"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/metastore-io/metastore/internal/host/promreg"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/metastore-io/metastore/internal/cluster/membership"
 )
 
 // clientMetrics are the client-facing collectors, under etcd 3.6's names:
@@ -48,7 +51,7 @@ type clientMetrics struct {
 // clients of 3.4 to 3.6 send, plus etcd's "unknown" for none.
 var knownClientAPIVersions = []string{"3.6", "3.5", "3.4", "unknown"}
 
-func newClientMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, extensive bool) (*clientMetrics, error) {
+func newClientMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, extensive bool, member Member) (*clientMetrics, error) {
 	counter := func(subsystem, name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "etcd", Subsystem: subsystem, Name: name, Help: help})
 	}
@@ -98,8 +101,7 @@ func newClientMetrics(reg prometheus.Registerer, gatherer prometheus.Gatherer, e
 			"server_version", EtcdServerVersion),
 		versionGauge("server", "go_version", "Which Go version server is running with. 1 for 'server_go_version' label with current version.",
 			"server_go_version", runtime.Version()),
-		versionGauge("cluster", "version", "Which version is running. 1 for 'cluster_version' label with current cluster version",
-			"cluster_version", majorMinor(EtcdClusterVersion)),
+		newClusterVersionCollector(member),
 	}
 	if _, err := promreg.Register(reg, collectors...); err != nil {
 		return nil, fmt.Errorf("etcdcompat: register metrics: %w", err)
@@ -142,14 +144,53 @@ func versionGauge(subsystem, name, help, label, value string) prometheus.Collect
 	return g
 }
 
-// majorMinor turns "3.6.0" into "3.6", the form of etcd's cluster version.
-func majorMinor(v string) string {
-	if i := strings.IndexByte(v, '.'); i >= 0 {
-		if j := strings.IndexByte(v[i+1:], '.'); j >= 0 {
-			return v[:i+1+j]
+// clusterVersionCollector is etcd_cluster_version: 1 for the member's
+// cluster version (major.minor), and 0 for each it reported before, as
+// etcd's gauge keeps a label once set: after a downgrade to 3.5,
+// {cluster_version="3.5"} 1 and {cluster_version="3.6"} 0. Nothing is
+// reported until the version is decided. (etcd forgets the old label
+// when it restarts; MetaStore keeps reporting 3.6 at 0 then.)
+type clusterVersionCollector struct {
+	desc   *prometheus.Desc
+	member Member
+	// mu guards seen; a leaf, not held while sending.
+	mu   sync.Mutex
+	seen []string
+}
+
+func newClusterVersionCollector(member Member) *clusterVersionCollector {
+	return &clusterVersionCollector{
+		desc: prometheus.NewDesc("etcd_cluster_version",
+			"Which version is running. 1 for 'cluster_version' label with current cluster version", []string{"cluster_version"}, nil),
+		member: member,
+	}
+}
+
+func (c *clusterVersionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *clusterVersionCollector) Collect(ch chan<- prometheus.Metric) {
+	current := clusterVersionOf(c.member)
+	c.mu.Lock()
+	if current != clusterVersionNotDecided {
+		current = membership.MajorMinor(current)
+		// The version a MetaStore cluster starts at is counted as seen
+		// once any is decided: a scrape may come only after a
+		// downgrade moved it, and etcd's gauge would hold it at 0.
+		for _, v := range []string{membership.MajorMinor(EtcdClusterVersion), current} {
+			if !slices.Contains(c.seen, v) {
+				c.seen = append(c.seen, v)
+			}
 		}
 	}
-	return v
+	seen := slices.Clone(c.seen)
+	c.mu.Unlock()
+	for _, v := range seen {
+		value := 0.0
+		if v == current {
+			value = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, value, v)
+	}
 }
 
 // countRequest counts a client request as etcd's interceptors do, by the

@@ -14,7 +14,7 @@ import (
 func newTestClientMetrics(t *testing.T) (*clientMetrics, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m, err := newClientMetrics(reg, reg, false)
+	m, err := newClientMetrics(reg, reg, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ func NewClientServer(cfg Config) (*ClientServer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m, err := newClientMetrics(cfg.MetricsRegisterer, cfg.Metrics, cfg.ExtensiveMetrics)
+	m, err := newClientMetrics(cfg.MetricsRegisterer, cfg.Metrics, cfg.ExtensiveMetrics, cfg.Member)
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +482,7 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 	}
 	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"etcdserver": EtcdServerVersion, "etcdcluster": clusterVersionOf(s.cfg.Member)})
+		_ = json.NewEncoder(w).Encode(versionBody{Server: EtcdServerVersion, Cluster: clusterVersionOf(s.cfg.Member), Storage: storageVersionOf(s.cfg.Member)})
 	})
 	for _, svc := range s.services {
 		mux.Handle(svc.path, svc)

@@ -1,5 +1,11 @@
 package etcdcompat
 
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
 // Versions MetaStore reports to etcd clients. MetaStore implements the
 // etcd v3 API of this etcd release: clients that gate features on the server
 // version (etcdctl, Kubernetes) must see an etcd 3.6 member.
@@ -34,4 +40,37 @@ func clusterVersionOf(m Member) string {
 		return v
 	}
 	return clusterVersionNotDecided
+}
+
+// DowngradeMember is a Member that serves Maintenance.Downgrade (etcd's
+// downgrade validate, enable and cancel) and reports its downgrade job
+// in Maintenance.Status; the service answers codes.Unimplemented for a
+// member that does not. Downgrade returns etcd's errors as Member's
+// methods do.
+type DowngradeMember interface {
+	Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error)
+	// DowngradeInfo is the downgrade job as this member applied it.
+	DowngradeInfo() (enabled bool, target string)
+}
+
+// storageVersionOf is Status.storageVersion and /version's storage for
+// m. etcd's storage version follows the cluster version (its members
+// migrate their backend's schema to it, down to 3.5 while a downgrade
+// is under way); MetaStore reports the cluster version it recorded, and
+// StorageVersion until one is.
+func storageVersionOf(m Member) string {
+	if cvm, ok := m.(ClusterVersionMember); ok {
+		if v := cvm.ClusterVersion(); v != "" {
+			return v
+		}
+	}
+	return StorageVersion
+}
+
+// versionBody is /version's answer, etcd's version.Versions with its
+// fields in etcd's order.
+type versionBody struct {
+	Server  string `json:"etcdserver"`
+	Cluster string `json:"etcdcluster"`
+	Storage string `json:"storage"`
 }

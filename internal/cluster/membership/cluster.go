@@ -14,11 +14,14 @@ const Bucket byte = 'c'
 
 // Keys inside Bucket: memberKeyPrefix+ID -> membershippb.Member,
 // removedKeyPrefix+ID -> empty (IDs may never be reused), and the one key
-// versionKey -> the cluster version ("3.6.0"), once a leader has set it.
+// versionKey -> the cluster version ("3.6.0"), once a leader has set it,
+// and the one key downgradeKey -> the downgrade target ("3.5.0") while a
+// downgrade job is enabled (downgrade.go).
 const (
-	memberKeyPrefix  = 'm'
-	removedKeyPrefix = 'r'
-	versionKeyPrefix = 'v'
+	memberKeyPrefix    = 'm'
+	removedKeyPrefix   = 'r'
+	versionKeyPrefix   = 'v'
+	downgradeKeyPrefix = 'd'
 )
 
 // versionKey is the cluster version's key inside Bucket.
@@ -54,7 +57,7 @@ type Cluster struct {
 	localID   uint64
 	clusterID uint64 // set once by New
 
-	// mu guards members, removed and version. Lock order: mu is a leaf,
+	// mu guards members, removed, version and downgrade. Lock order: mu is a leaf,
 	// held only while they are read or replaced; the mutating methods
 	// write the entry's AuxWriter after Unlock, so no other lock and no
 	// I/O is ever taken under it.
@@ -64,6 +67,8 @@ type Cluster struct {
 	// version is the cluster version a leader recorded through raft
 	// (etcd's ClusterVersionSet); empty until then.
 	version string
+	// downgrade is the downgrade job (etcd's DowngradeInfoSet).
+	downgrade Downgrade
 }
 
 // New returns an empty member list for the member localID of clusterID.
@@ -89,10 +94,15 @@ func (c *Cluster) Load(r AuxReader) error {
 	members := map[uint64]*membershippb.Member{}
 	removed := map[uint64]bool{}
 	version := ""
+	var downgrade Downgrade
 	var decodeErr error
 	err := r.AscendAux(Bucket, func(key, value []byte) bool {
 		if IsVersionRecord(key) {
 			version = string(value)
+			return true
+		}
+		if IsDowngradeRecord(key) {
+			downgrade = Downgrade{Enabled: true, TargetVersion: string(value)}
 			return true
 		}
 		m, removedID, err := DecodeRecord(key, value)
@@ -115,7 +125,7 @@ func (c *Cluster) Load(r AuxReader) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.members, c.removed, c.version = members, removed, version
+	c.members, c.removed, c.version, c.downgrade = members, removed, version, downgrade
 	return nil
 }
 
@@ -253,7 +263,7 @@ func (c *Cluster) persist(w AuxWriter, m *membershippb.Member) {
 }
 
 // DecodeRecord decodes one entry of Bucket (key without the bucket
-// byte) other than the version record (IsVersionRecord): a member, or the
+// byte) other than the cluster records (IsClusterRecord): a member, or the
 // ID of a removed member. Converters of whole
 // backends (internal/format/etcddb) use it; a running member uses Load.
 func DecodeRecord(key, value []byte) (m *membershippb.Member, removedID uint64, err error) {

@@ -18,7 +18,14 @@
 // (membershippb.Member) in the store's auxiliary bucket 'c', written in the
 // same batch as the entry that changed it. The same bucket holds the
 // cluster version ("3.6.0") once a leader has recorded it with a
-// ClusterVersionSet request, as etcd's leader does at its first commit.
+// ClusterVersionSet request, as etcd's leader does at its first commit,
+// and the downgrade job (etcd's DowngradeInfoSet) while one is enabled.
+//
+// downgrade.go has etcd 3.6's downgrade rules: a target is the previous
+// minor version of the cluster version (ValidateDowngrade), and the
+// leader's version monitor moves the cluster version to an enabled
+// job's target and back up to the members' version once the job is
+// cancelled (NextClusterVersion).
 //
 // Changes are validated as etcd validates them (validate.go): an ID is
 // never reused (removed IDs are remembered), a peer URL belongs to one

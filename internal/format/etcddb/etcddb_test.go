@@ -170,7 +170,85 @@ func TestRoundTripKeepsEveryRecord(t *testing.T) {
 }
 
 func TestWrittenMetaIsEtcds(t *testing.T) {
-	path := saveFile(t, sampleStore(t))
+	got := writtenMeta(t, sampleStore(t))
+	rev10 := string(metaRevValue(10))
+	want := map[string]string{
+		"meta/consistent_index":      string(binary.BigEndian.AppendUint64(nil, 42)),
+		"meta/term":                  string(binary.BigEndian.AppendUint64(nil, 3)),
+		"meta/confState":             `{"voters":[161],"auto_leave":false}`,
+		"meta/storageVersion":        "3.6.0",
+		"meta/scheduledCompactRev":   rev10,
+		"meta/finishedCompactRev":    rev10,
+		"members/a1":                 `{"id":161,"peerURLs":["http://127.0.0.1:2380"],"name":"m1","clientURLs":["http://127.0.0.1:2379"]}`,
+		"members_removed/b2":         "removed",
+		"cluster/clusterVersion":     "3.6.0",
+		"alarm/\x08\xa1\x01\x10\x01": "",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d keys, want %d: %q", len(got), len(want), got)
+	}
+}
+
+// TestWrittenDowngradeIsEtcds: a store downgraded to 3.5 is written in
+// etcd 3.5's schema (no storage version) with the cluster version and
+// the downgrade job as etcd 3.6 records them.
+func TestWrittenDowngradeIsEtcds(t *testing.T) {
+	kv := sampleStore(t)
+	c := membership.New(1, 99)
+	c.SetVersion(kv, "3.5.0")
+	c.SetDowngrade(kv, true, "3.5.0")
+	if _, err := kv.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := writtenMeta(t, kv)
+	if v, ok := got["meta/storageVersion"]; ok {
+		t.Errorf("meta/storageVersion = %q, want none (etcd 3.5's schema)", v)
+	}
+	if got["cluster/clusterVersion"] != "3.5.0" || got["cluster/downgrade"] != `{"target-version":"3.5.0","enabled":true}` {
+		t.Errorf("cluster bucket %q %q, want 3.5.0 and the enabled job", got["cluster/clusterVersion"], got["cluster/downgrade"])
+	}
+
+	// Restored, the file gives the job and the version back.
+	back := membership.New(1, 99)
+	if err := back.Load(loadFile(t, saveFile(t, kv))); err != nil {
+		t.Fatal(err)
+	}
+	if back.Version() != "3.5.0" || back.Downgrade() != (membership.Downgrade{Enabled: true, TargetVersion: "3.5.0"}) {
+		t.Errorf("restored version %q job %+v, want 3.5.0 and the job to 3.5.0", back.Version(), back.Downgrade())
+	}
+}
+
+// loadFile loads the etcd file at path into a memory store, as a
+// restore does, and opens it.
+func loadFile(t *testing.T, path string) *kvstore.Store {
+	t.Helper()
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := memory.New()
+	if _, err := f.LoadInto(b, nil, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := kvstore.Open(b, kvstore.Options{Leases: fakeLeases{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kv.Close() })
+	return kv
+}
+
+// writtenMeta saves kv as an etcd file and lists its meta, member,
+// cluster and alarm keys as bucket/key -> value.
+func writtenMeta(t *testing.T, kv *kvstore.Store) map[string]string {
+	t.Helper()
+	path := saveFile(t, kv)
 	f, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -195,27 +273,7 @@ func TestWrittenMetaIsEtcds(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rev10 := string(metaRevValue(10))
-	want := map[string]string{
-		"meta/consistent_index":      string(binary.BigEndian.AppendUint64(nil, 42)),
-		"meta/term":                  string(binary.BigEndian.AppendUint64(nil, 3)),
-		"meta/confState":             `{"voters":[161],"auto_leave":false}`,
-		"meta/storageVersion":        "3.6.0",
-		"meta/scheduledCompactRev":   rev10,
-		"meta/finishedCompactRev":    rev10,
-		"members/a1":                 `{"id":161,"peerURLs":["http://127.0.0.1:2380"],"name":"m1","clientURLs":["http://127.0.0.1:2379"]}`,
-		"members_removed/b2":         "removed",
-		"cluster/clusterVersion":     "3.6.0",
-		"alarm/\x08\xa1\x01\x10\x01": "",
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q", k, got[k], v)
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("got %d keys, want %d: %q", len(got), len(want), got)
-	}
+	return got
 }
 
 func TestDigestChecks(t *testing.T) {
@@ -352,20 +410,7 @@ func TestAuthDataRoundTrips(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Open(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := memory.New()
-	if _, err := f.LoadInto(b, nil, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	loaded, err := kvstore.Open(b, kvstore.Options{Leases: fakeLeases{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer loaded.Close()
+	loaded := loadFile(t, raw)
 	got := map[string][]byte{}
 	if err := loaded.AscendAux(kvstore.BucketAuth, func(k, v []byte) bool {
 		got[string(k)] = bytes.Clone(v)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -230,6 +231,18 @@ func (f *File) LoadInto(b kvstore.Backend, progress Progress, logger *slog.Logge
 			if v := cluster.Get(clusterVersionKey); len(v) > 0 {
 				key, value := membership.VersionRecord(string(v))
 				l.batch.Put(key, value)
+			}
+			// A downgrade job in progress stays, as etcdutl's
+			// restore keeps it.
+			if v := cluster.Get(clusterDowngradeKey); len(v) > 0 {
+				var job etcdDowngrade
+				if err := json.Unmarshal(v, &job); err != nil {
+					return fmt.Errorf("%w: cluster downgrade %q: %w", ErrCorrupt, v, err)
+				}
+				if job.Enabled {
+					key, value := membership.DowngradeRecord(job.TargetVersion)
+					l.batch.Put(key, value)
+				}
 			}
 		}
 		return l.flush()

@@ -43,6 +43,7 @@ var (
 	metaFinishedCompact       = []byte("finishedCompactRev")
 	metaStorageVersion        = []byte("storageVersion")
 	clusterVersionKey         = []byte("clusterVersion")
+	clusterDowngradeKey       = []byte("downgrade")
 	authEnabledKey            = []byte("authEnabled")
 	memberRemovedValue        = []byte("removed")
 	etcdRevKeyLen             = 8 + 1 + 8
@@ -56,6 +57,13 @@ const (
 	StorageVersion = "3.6.0"
 	clusterVersion = "3.6.0"
 )
+
+// etcdDowngrade is etcd's record of a downgrade job (cluster downgrade),
+// JSON as etcd's version.DowngradeInfo.
+type etcdDowngrade struct {
+	TargetVersion string `json:"target-version"`
+	Enabled       bool   `json:"enabled"`
+}
 
 // ErrCorrupt is wrapped by every error about a file's content.
 var ErrCorrupt = errors.New("not a valid etcd snapshot file")

@@ -1,6 +1,7 @@
 package etcddb
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -130,6 +131,9 @@ type writer struct {
 	voters  []uint64
 	learner []uint64
 	revKey  []byte
+	// clusterVersion and downgradeTarget are the member list's cluster
+	// records ("" when absent): finishMeta writes them as etcd's.
+	clusterVersion, downgradeTarget string
 }
 
 func (w *writer) run(src kvstore.Reader) error {
@@ -202,8 +206,13 @@ func (w *writer) record(k, v []byte) error {
 }
 
 func (w *writer) member(k, v []byte) error {
-	if membership.IsVersionRecord(k) {
-		return nil // finishMeta writes etcd's cluster version
+	switch {
+	case membership.IsVersionRecord(k):
+		w.clusterVersion = string(v) // finishMeta writes etcd's
+		return nil
+	case membership.IsDowngradeRecord(k):
+		w.downgradeTarget = string(v)
+		return nil
 	}
 	m, removedID, err := membership.DecodeRecord(k, v)
 	if err != nil {
@@ -237,8 +246,21 @@ func (w *writer) finishMeta() error {
 		{bucketMeta, metaConsistentIndex, u64(w.meta.AppliedIndex)},
 		{bucketMeta, metaTerm, u64(w.meta.AppliedTerm)},
 		{bucketMeta, metaConfState, confState},
-		{bucketMeta, metaStorageVersion, []byte(StorageVersion)},
-		{bucketCluster, clusterVersionKey, []byte(clusterVersion)},
+		{bucketCluster, clusterVersionKey, []byte(cmp.Or(w.clusterVersion, clusterVersion))},
+	}
+	// A cluster downgraded to 3.5 gets etcd 3.5's schema, which has no
+	// storage version (etcd 3.6 removes the key as it migrates down),
+	// and the downgrade job as etcd records it, so that etcd 3.5
+	// members restored from the file finish the downgrade.
+	if !membership.PredatesStorageVersion(w.clusterVersion) {
+		puts = append(puts, struct{ bucket, key, value []byte }{bucketMeta, metaStorageVersion, []byte(StorageVersion)})
+	}
+	if w.downgradeTarget != "" {
+		job, err := json.Marshal(etcdDowngrade{TargetVersion: w.downgradeTarget, Enabled: true})
+		if err != nil {
+			return fmt.Errorf("encode downgrade job: %w", err)
+		}
+		puts = append(puts, struct{ bucket, key, value []byte }{bucketCluster, clusterDowngradeKey, job})
 	}
 	// etcd records a finished compaction as both keys equal. A
 	// compaction MetaStore had not finished deleting the old records of

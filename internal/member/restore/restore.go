@@ -333,9 +333,10 @@ func finishRevisions(kv *kvstore.Store, scheduledCompact int64, cfg Config) erro
 func resetMembers(kv *kvstore.Store, who membership.Bootstrap) error {
 	var old [][]byte
 	if err := kv.AscendAux(membership.Bucket, func(key, _ []byte) bool {
-		// The cluster version stays, as etcdutl's restore keeps etcd's
-		// cluster bucket: the new cluster does not record it again.
-		if !membership.IsVersionRecord(key) {
+		// The cluster version and the downgrade job stay, as etcdutl's
+		// restore keeps etcd's cluster bucket: the new cluster does not
+		// record the version again.
+		if !membership.IsClusterRecord(key) {
 			old = append(old, slices.Clone(key))
 		}
 		return true

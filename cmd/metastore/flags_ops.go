@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/metastore-io/metastore/internal/kvstore/compactor"
-	"github.com/metastore-io/metastore/internal/server"
+	"github.com/metastore-io/metastore/internal/member"
 )
 
 // opsFlags are etcd's operations flags: the backend quota and its alarms,
@@ -66,7 +66,7 @@ func (o *opsFlags) validate() error {
 
 // apply copies the flags (and the corruption-check gates) into the
 // member's configuration.
-func (o *opsFlags) apply(cfg *server.Config, gates *featureGates) {
+func (o *opsFlags) apply(cfg *member.ServerConfig, gates *featureGates) {
 	cfg.QuotaBackendBytes = o.quotaBackendBytes
 	cfg.AutoCompactionMode = o.autoCompactionMode
 	cfg.AutoCompactionRetention = o.retention

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/metastore-io/metastore/internal/server"
+	"github.com/metastore-io/metastore/internal/member"
 )
 
 // raftFlags are etcd's Raft tuning flags beyond the heartbeat and
@@ -31,7 +31,7 @@ func (o *options) registerRaft(fs *pflag.FlagSet) {
 // catch-up entries count only when given (either spelling): left alone,
 // the member keeps etcd's 5000, or half the snapshot count when that is
 // smaller.
-func (r *raftFlags) apply(cfg *server.Config, fs *pflag.FlagSet) {
+func (r *raftFlags) apply(cfg *member.ServerConfig, fs *pflag.FlagSet) {
 	for _, name := range []string{"snapshot-catchup-entries", "experimental-snapshot-catchup-entries"} {
 		if f := fs.Lookup(name); f != nil && f.Changed {
 			cfg.SnapshotCatchUpEntries = r.snapshotCatchUpEntries

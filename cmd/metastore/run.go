@@ -23,7 +23,6 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/member"
 	"github.com/metastore-io/metastore/internal/rocksdb"
-	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
@@ -177,9 +176,9 @@ func (o *options) bindListeners(certs materials, logger *slog.Logger) (ls member
 // serverConfig is the member's configuration from the flags, without
 // what is opened for it (backend, listeners) and what the ops and raft
 // flag groups set.
-func (o *options) serverConfig(certs materials, registry *prometheus.Registry, logger *slog.Logger) server.Config {
+func (o *options) serverConfig(certs materials, registry *prometheus.Registry, logger *slog.Logger) member.ServerConfig {
 	initial, _ := membership.ParseInitialCluster(o.initialCluster) // validated
-	return server.Config{
+	return member.ServerConfig{
 		Name:                        o.name,
 		DataDir:                     o.dataDir,
 		InitialCluster:              initial,

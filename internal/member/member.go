@@ -20,11 +20,16 @@ import (
 // RPCs.
 const drainTimeout = 10 * time.Second
 
+// ServerConfig is the member runtime's configuration, as the entry
+// points (cmd/metastore from its flags, pkg/embed from its Config) fill
+// it: they reach the runtime only through this package.
+type ServerConfig = server.Config
+
 // Config is a whole member's configuration.
 type Config struct {
 	// Server is the runtime's. Its ClusterVersion, ServerVersion,
 	// SendLimit and BeforeStop are set here, from Client.
-	Server server.Config
+	Server ServerConfig
 	// Client is etcd's client services'. Its Member is the server;
 	// the HTTP lock service is added to its HTTPServices.
 	Client etcdcompat.Config

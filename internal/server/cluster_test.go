@@ -66,6 +66,7 @@ func startTestClusterWith(t *testing.T, n int, tweak func(*Config)) []*testMembe
 func clusterTestConfig(t *testing.T, m *testMember, initial []membership.InitialMember, newCluster bool) Config {
 	return Config{
 		ClusterVersion:      testClusterVersion,
+		ServerVersion:       testServerVersion,
 		Name:                m.name,
 		DataDir:             t.TempDir(),
 		InitialCluster:      initial,

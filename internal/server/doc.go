@@ -7,7 +7,7 @@
 //	         ◀─ wait.Registry ◀─ statemachine.Apply ◀─ committed entries
 //
 // A write becomes an etcdserverpb.InternalRaftRequest with a request ID
-// unique across members and restarts (reqid.go), is proposed, and the
+// unique across members and restarts (wait.IDs), is proposed, and the
 // caller waits on the wait registry (internal/statemachine/wait) for that
 // ID, which also ends
 // the wait at the request timeout (one expiry loop, no timer per request)

@@ -33,6 +33,6 @@ func (s *Server) actOn(n statemachine.Notice) {
 	case statemachine.NoticeClusterVersion:
 		// ErrStopped means the member is stopping and nothing is left
 		// to do.
-		_ = s.spawn(func() { s.setClusterVersion(n.Term) })
+		_ = s.spawn(func() { s.versions.SetInitial(n.Term) })
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/cluster/membership"
 	"github.com/metastore-io/metastore/internal/cluster/transport"
+	"github.com/metastore-io/metastore/internal/cluster/version"
 	"github.com/metastore-io/metastore/internal/host/memlimit"
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/kvstore/compactor"
@@ -200,6 +201,8 @@ type Server struct {
 	// compactor is the auto-compaction loop, nil without one; it runs
 	// from New to stop and proposes only while this member leads.
 	compactor *compactor.Compactor
+	// versions keeps the cluster version and the downgrade job.
+	versions *version.Keeper
 	// corruption runs the corruption checks (corrupt.go).
 	corruption *corruption.Checker
 	// defragLogEvery paces Defragment's progress lines
@@ -210,7 +213,7 @@ type Server struct {
 	peerServers []*http.Server
 
 	wait       *wait.Registry
-	reqIDs     *requestIDs
+	reqIDs     *wait.IDs
 	reqTimeout time.Duration
 
 	readyc      chan struct{} // closed once this member published itself
@@ -291,7 +294,7 @@ func newServer(ctx context.Context, cfg Config) (*Server, identity, error) {
 		id:         who.memberID,
 		cluster:    membership.New(who.memberID, who.clusterID),
 		wait:       wait.New(),
-		reqIDs:     newRequestIDs(who.memberID, time.Now()),
+		reqIDs:     wait.NewIDs(who.memberID, time.Now()),
 		reqTimeout: membererr.RequestTimeout(time.Duration(cfg.ElectionTicks) * cfg.TickInterval),
 		readyc:     make(chan struct{}),
 		stopping:   make(chan struct{}),
@@ -459,6 +462,7 @@ func (s *Server) startRaft(who identity) error {
 		return fmt.Errorf("server: start raft: %w", err)
 	}
 	s.corruption = newCorruptionChecker(s)
+	s.versions = version.New(versionMember{s}, s.log, s.cfg.ClusterVersion, s.cfg.ServerVersion, s.reqTimeout, s.stopping)
 	if cfg.InitialCorruptCheck && who.bootstrap == nil && !who.join {
 		// A restarting member only (etcd: memberInitialized): compare
 		// with the peers before serving anything.

@@ -31,6 +31,7 @@ func testConfig(t *testing.T, dir string) Config {
 	peer := "http://127.0.0.1:12380"
 	return Config{
 		ClusterVersion:      testClusterVersion,
+		ServerVersion:       testServerVersion,
 		Name:                "m1",
 		DataDir:             dir,
 		InitialCluster:      []membership.InitialMember{{Name: "m1", PeerURLs: []string{peer}}},

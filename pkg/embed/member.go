@@ -16,7 +16,6 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/member"
 	"github.com/metastore-io/metastore/internal/rocksdb"
-	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
@@ -149,7 +148,7 @@ func (c *Config) memberConfig(initial []membership.InitialMember, backend kvstor
 	}
 	// A registry of its own: several members may run in one process.
 	metrics := prometheus.NewRegistry()
-	srv := server.Config{
+	srv := member.ServerConfig{
 		Metrics:             metrics,
 		Name:                c.Name,
 		DataDir:             c.dataDir(),

@@ -3,5 +3,5 @@
 // it, by the proposal's request ID, and ends the waits apply never
 // answers (a deadline passed, the member stopped). It lives beside the
 // state machine, not in it: it reads the wall clock for those deadlines,
-// which apply never does.
+// which apply never does. IDs generates the request IDs it is keyed by.
 package wait

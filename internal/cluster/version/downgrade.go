@@ -1,4 +1,4 @@
-package server
+package version
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
 
+	"github.com/metastore-io/metastore/internal/cluster/membererr"
 	"github.com/metastore-io/metastore/internal/cluster/membership"
 )
 
@@ -27,28 +28,28 @@ import (
 // as, so the job never finishes by itself (etcd ends it once every
 // member runs the target version): it stays enabled until cancelled,
 // or until the members are replaced with etcd ones.
-func (s *Server) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
+func (k *Keeper) Downgrade(ctx context.Context, r *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
 	switch r.Action {
 	case pb.DowngradeRequest_VALIDATE:
-		return s.downgradeValidate(ctx, r.Version)
+		return k.downgradeValidate(ctx, r.Version)
 	case pb.DowngradeRequest_ENABLE:
-		return s.downgradeEnable(ctx, r.Version)
+		return k.downgradeEnable(ctx, r.Version)
 	case pb.DowngradeRequest_CANCEL:
-		return s.downgradeCancel(ctx)
+		return k.downgradeCancel(ctx)
 	}
-	return nil, ErrUnknownMethod
+	return nil, membererr.ErrUnknownMethod
 }
 
-func (s *Server) downgradeValidate(ctx context.Context, version string) (*pb.DowngradeResponse, error) {
+func (k *Keeper) downgradeValidate(ctx context.Context, version string) (*pb.DowngradeResponse, error) {
 	target, err := membership.ParseDowngradeTarget(version)
 	if err != nil {
 		return nil, err
 	}
-	cv := s.cluster.Version()
+	cv := k.m.Cluster().Version()
 	if cv == "" {
 		return nil, membership.ErrClusterVersionUnavailable
 	}
-	if err := s.validateDowngrade(ctx, target); err != nil {
+	if err := k.validateDowngrade(ctx, target); err != nil {
 		return nil, err
 	}
 	return &pb.DowngradeResponse{Version: membership.MajorMinor(cv)}, nil
@@ -57,50 +58,42 @@ func (s *Server) downgradeValidate(ctx context.Context, version string) (*pb.Dow
 // validateDowngrade reads the job and the cluster version as of now (a
 // linearizable read, so that a job just enabled through another member
 // is seen) and checks the target against them.
-func (s *Server) validateDowngrade(ctx context.Context, target semver.Version) error {
-	if err := s.LinearizableRead(ctx); err != nil {
+func (k *Keeper) validateDowngrade(ctx context.Context, target semver.Version) error {
+	if err := k.m.LinearizableRead(ctx); err != nil {
 		return err
 	}
-	return membership.ValidateDowngrade(s.cluster.Version(), target, s.cluster.Downgrade())
+	return membership.ValidateDowngrade(k.m.Cluster().Version(), target, k.m.Cluster().Downgrade())
 }
 
-func (s *Server) downgradeEnable(ctx context.Context, version string) (*pb.DowngradeResponse, error) {
+func (k *Keeper) downgradeEnable(ctx context.Context, version string) (*pb.DowngradeResponse, error) {
 	target, err := membership.ParseDowngradeTarget(version)
 	if err == nil {
-		err = s.validateDowngrade(ctx, target)
+		err = k.validateDowngrade(ctx, target)
 	}
 	if err == nil {
 		req := &membershippb.DowngradeInfoSetRequest{Enabled: true, Ver: target.String()}
-		_, err = s.propose(ctx, &pb.InternalRaftRequest{DowngradeInfoSet: req})
+		err = k.m.Propose(ctx, &pb.InternalRaftRequest{DowngradeInfoSet: req})
 	}
 	if err != nil {
-		s.log.Warn("reject downgrade request", "error", err)
+		k.log.Warn("reject downgrade request", "error", err)
 		return nil, err
 	}
-	return &pb.DowngradeResponse{Version: membership.MajorMinor(s.cluster.Version())}, nil
+	return &pb.DowngradeResponse{Version: membership.MajorMinor(k.m.Cluster().Version())}, nil
 }
 
-func (s *Server) downgradeCancel(ctx context.Context) (*pb.DowngradeResponse, error) {
-	if err := s.cancelDowngrade(ctx); err != nil {
-		s.log.Warn("failed to cancel downgrade", "error", err)
+func (k *Keeper) downgradeCancel(ctx context.Context) (*pb.DowngradeResponse, error) {
+	if err := k.cancelDowngrade(ctx); err != nil {
+		k.log.Warn("failed to cancel downgrade", "error", err)
 	}
-	return &pb.DowngradeResponse{Version: membership.MajorMinor(s.cluster.Version())}, nil
+	return &pb.DowngradeResponse{Version: membership.MajorMinor(k.m.Cluster().Version())}, nil
 }
 
-func (s *Server) cancelDowngrade(ctx context.Context) error {
-	if err := s.LinearizableRead(ctx); err != nil {
+func (k *Keeper) cancelDowngrade(ctx context.Context) error {
+	if err := k.m.LinearizableRead(ctx); err != nil {
 		return err
 	}
-	if !s.cluster.Downgrade().Enabled {
+	if !k.m.Cluster().Downgrade().Enabled {
 		return membership.ErrNoInflightDowngrade
 	}
-	_, err := s.propose(ctx, &pb.InternalRaftRequest{DowngradeInfoSet: &membershippb.DowngradeInfoSetRequest{}})
-	return err
-}
-
-// DowngradeInfo is the downgrade job as this member last applied it, for
-// Maintenance.Status.
-func (s *Server) DowngradeInfo() (enabled bool, target string) {
-	d := s.cluster.Downgrade()
-	return d.Enabled, d.TargetVersion
+	return k.m.Propose(ctx, &pb.InternalRaftRequest{DowngradeInfoSet: &membershippb.DowngradeInfoSetRequest{}})
 }

@@ -1,4 +1,4 @@
-package server
+package wait
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestRequestIDsUniqueUnderConcurrency(t *testing.T) {
-	g := newRequestIDs(0xabcd, time.Unix(1700000000, 0))
+	g := NewIDs(0xabcd, time.Unix(1700000000, 0))
 	const workers, per = 8, 2000
 	var mu sync.Mutex
 	seen := make(map[uint64]bool, workers*per)

@@ -95,7 +95,7 @@ func authCall[Req any, Resp interface{ GetHeader() *pb.ResponseHeader }](
 	resp, err := call(ctx, r)
 	if err != nil {
 		var zero Resp
-		return zero, toGRPCError(err)
+		return zero, ToGRPCError(err)
 	}
 	a.hdr.fill(resp.GetHeader())
 	return resp, nil

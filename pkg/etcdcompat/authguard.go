@@ -42,7 +42,7 @@ var anyUser = map[string]bool{
 
 func (g authGuard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := g.before(ctx, req, info.FullMethod); err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	switch r := req.(type) {
 	case *pb.LeaseTimeToLiveRequest:
@@ -56,7 +56,7 @@ func (g authGuard) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 func (g authGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if rootOnly[info.FullMethod] {
 		if err := g.srv.AuthCheckAdmin(ss.Context()); err != nil {
-			return toGRPCError(err)
+			return ToGRPCError(err)
 		}
 	}
 	return handler(srv, ss)
@@ -98,14 +98,14 @@ func (g authGuard) before(ctx context.Context, req any, method string) error {
 // every key of the lease, and the auth revision must not move meanwhile.
 func (g authGuard) leaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest, handler grpc.UnaryHandler) (any, error) {
 	if err := g.srv.AuthCheckUser(ctx); err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	if !r.Keys {
 		return handler(ctx, r)
 	}
 	rev, err := g.srv.AuthCheckLeases(ctx, false, r.ID)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp, err := handler(ctx, r)
 	if err != nil {
@@ -121,7 +121,7 @@ func (g authGuard) leaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveReq
 // listed.
 func (g authGuard) leaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest, handler grpc.UnaryHandler) (any, error) {
 	if err := g.srv.AuthCheckUser(ctx); err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp, err := handler(ctx, r)
 	if err != nil {
@@ -137,7 +137,7 @@ func (g authGuard) leaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest, ha
 	}
 	rev, err := g.srv.AuthCheckLeases(ctx, false, ids...)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	if now, on := g.srv.AuthRevision(); on && now != rev {
 		return nil, rpctypes.ErrGRPCAuthOldRevision
@@ -166,7 +166,7 @@ func (g authGuard) watchRefusal(ctx context.Context, r *pb.WatchCreateRequest) s
 	if err == nil {
 		return ""
 	}
-	st, _ := status.FromError(toGRPCError(err))
+	st, _ := status.FromError(ToGRPCError(err))
 	switch st.Code() {
 	case codes.Unauthenticated, codes.InvalidArgument:
 		// invalid auth token, user name is empty, auth revision is old

@@ -57,7 +57,7 @@ func toClusterGRPCError(err error) error {
 			return mapped
 		}
 	}
-	return toGRPCError(err)
+	return ToGRPCError(err)
 }
 
 // clusterService is etcd's Cluster service.
@@ -70,7 +70,7 @@ func (c *clusterService) MemberList(ctx context.Context, r *pb.MemberListRequest
 	if r.Linearizable {
 		// etcd answers a linearizable member list after a ReadIndex round.
 		if err := c.srv.LinearizableRead(ctx); err != nil {
-			return nil, toGRPCError(err)
+			return nil, ToGRPCError(err)
 		}
 	}
 	// Then, as etcd's requireAuthInfo: with authentication on, any
@@ -78,7 +78,7 @@ func (c *clusterService) MemberList(ctx context.Context, r *pb.MemberListRequest
 	if am, ok := c.srv.(AuthMember); ok {
 		if _, on := am.AuthRevision(); on {
 			if err := am.AuthCheckUser(ctx); err != nil {
-				return nil, toGRPCError(err)
+				return nil, ToGRPCError(err)
 			}
 		}
 	}

@@ -68,9 +68,7 @@ var grpcErrors = map[error]error{
 // check this table and not a copy of it. Context errors are left to
 // gRPC, which turns them into Canceled / DeadlineExceeded as etcd's
 // server does.
-func ToGRPCError(err error) error { return toGRPCError(err) }
-
-func toGRPCError(err error) error {
+func ToGRPCError(err error) error {
 	if err == nil {
 		return nil
 	}

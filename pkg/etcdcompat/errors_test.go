@@ -19,7 +19,7 @@ func TestGRPCErrorsAreStatuses(t *testing.T) {
 			t.Errorf("%v maps to %T, not a gRPC status", from, to)
 		}
 	}
-	st := status.Convert(toGRPCError(fmt.Errorf("propose: %w", membererr.ErrTooManyRequests)))
+	st := status.Convert(ToGRPCError(fmt.Errorf("propose: %w", membererr.ErrTooManyRequests)))
 	if st.Code() != codes.ResourceExhausted || st.Message() != "etcdserver: too many requests" {
 		t.Fatalf("too many requests: %v", st)
 	}
@@ -27,12 +27,12 @@ func TestGRPCErrorsAreStatuses(t *testing.T) {
 
 func TestResponseTooLargeStatus(t *testing.T) {
 	err := fmt.Errorf("range: %w", &kvstore.ResponseTooLargeError{KVBytes: 5000, Limit: 4000 - kvstore.ResponseOverheadBytes})
-	st := status.Convert(toGRPCError(err))
+	st := status.Convert(ToGRPCError(err))
 	want := fmt.Sprintf("grpc: trying to send message larger than max (%d vs. 4000)", 5000+kvstore.ResponseOverheadBytes)
 	if st.Code() != codes.ResourceExhausted || st.Message() != want {
 		t.Fatalf("over the send limit: %v, want ResourceExhausted %q", st, want)
 	}
-	st = status.Convert(toGRPCError(&kvstore.ResponseTooLargeError{KVBytes: 5000, Limit: 4000, Memory: true}))
+	st = status.Convert(ToGRPCError(&kvstore.ResponseTooLargeError{KVBytes: 5000, Limit: 4000, Memory: true}))
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("over the memory bound: %v", st)
 	}

@@ -20,11 +20,11 @@ type kvService struct {
 
 func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	if err := kvstore.CheckRange(r); err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp, err := k.srv.Range(ctx, r)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	k.hdr.fill(resp.Header)
 	return resp, nil
@@ -32,11 +32,11 @@ func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRes
 
 func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
 	if err := kvstore.CheckPut(r); err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp, err := k.srv.Put(ctx, r)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	k.hdr.fill(resp.Header)
 	return resp, nil
@@ -44,11 +44,11 @@ func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse,
 
 func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	if err := kvstore.CheckDeleteRange(r); err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp, err := k.srv.DeleteRange(ctx, r)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	k.hdr.fill(resp.Header)
 	return resp, nil
@@ -56,11 +56,11 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 
 func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if err := kvstore.CheckTxn(r, k.maxTxnOps); err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp, err := k.srv.Txn(ctx, r)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	k.hdr.fill(resp.Header)
 	return resp, nil
@@ -69,7 +69,7 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 func (k *kvService) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
 	resp, err := k.srv.Compact(ctx, r)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	k.hdr.fill(resp.Header)
 	return resp, nil

@@ -97,18 +97,18 @@ func (k *kvService) rangeStream(ss grpc.ServerStream) error {
 		return err
 	}
 	if err := kvstore.CheckRange(r); err != nil {
-		return toGRPCError(err)
+		return ToGRPCError(err)
 	}
 	sm, ok := k.srv.(RangeStreamMember)
 	if !ok {
 		return errRangeStreamUnimplemented
 	}
 	if !kvstore.StreamableSort(r) {
-		return toGRPCError(kvstore.ErrStreamSortOrder)
+		return ToGRPCError(kvstore.ErrStreamSortOrder)
 	}
 	err := sm.RangeStream(ss.Context(), r, k.chunkBytes, func(resp *pb.RangeResponse) error {
 		k.hdr.fill(resp.Header)
 		return ss.SendMsg(&rangestream.Response{RangeResponse: resp})
 	})
-	return toGRPCError(err)
+	return ToGRPCError(err)
 }

@@ -56,7 +56,7 @@ func toLeaseGRPCError(err error) error {
 	case errors.Is(err, lease.ErrLeaseTTLTooLarge):
 		return rpctypes.ErrGRPCLeaseTTLTooLarge
 	}
-	return toGRPCError(err)
+	return ToGRPCError(err)
 }
 
 // isLeaseNotFound tells an unknown or expired lease, as MetaStore's

@@ -49,7 +49,7 @@ func (m *maintenanceService) Status(ctx context.Context, _ *pb.StatusRequest) (*
 func (m *maintenanceService) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 	resp, err := m.srv.Alarm(ctx, r)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	if resp.Header == nil {
 		resp.Header = &pb.ResponseHeader{}
@@ -62,7 +62,7 @@ func (m *maintenanceService) Hash(ctx context.Context, _ *pb.HashRequest) (*pb.H
 	rev := m.srv.Rev()
 	h, err := m.srv.Hash()
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp := &pb.HashResponse{Header: &pb.ResponseHeader{Revision: rev}, Hash: h}
 	m.hdr.fill(resp.Header)
@@ -72,7 +72,7 @@ func (m *maintenanceService) Hash(ctx context.Context, _ *pb.HashRequest) (*pb.H
 func (m *maintenanceService) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
 	h, err := m.srv.HashKV(r.Revision)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp := &pb.HashKVResponse{
 		Header:          &pb.ResponseHeader{Revision: h.Revision},
@@ -95,7 +95,7 @@ func (m *maintenanceService) Downgrade(ctx context.Context, r *pb.DowngradeReque
 	}
 	resp, err := dm.Downgrade(ctx, r)
 	if err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	resp.Header = &pb.ResponseHeader{}
 	m.hdr.fill(resp.Header)
@@ -117,7 +117,7 @@ func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderReq
 // without a header.
 func (m *maintenanceService) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
 	if err := m.srv.Defragment(ctx); err != nil {
-		return nil, toGRPCError(err)
+		return nil, ToGRPCError(err)
 	}
 	return &pb.DefragmentResponse{}, nil
 }

@@ -24,12 +24,12 @@ const snapshotChunkSize = 32 * 1024
 func (m *maintenanceService) Snapshot(_ *pb.SnapshotRequest, stream pb.Maintenance_SnapshotServer) error {
 	img, err := m.srv.Snapshot(stream.Context())
 	if err != nil {
-		return toGRPCError(err)
+		return ToGRPCError(err)
 	}
 	defer img.Release()
 	total := img.Size()
 	if total < sha256.Size {
-		return toGRPCError(fmt.Errorf("snapshot of %d bytes has no digest", total))
+		return ToGRPCError(fmt.Errorf("snapshot of %d bytes has no digest", total))
 	}
 	sender := &snapshotSender{
 		stream:  stream,
@@ -38,10 +38,10 @@ func (m *maintenanceService) Snapshot(_ *pb.SnapshotRequest, stream pb.Maintenan
 		buf:     make([]byte, 0, snapshotChunkSize),
 	}
 	if _, err := img.WriteTo(sender); err != nil {
-		return toGRPCError(err)
+		return ToGRPCError(err)
 	}
 	if sender.sent != total-sha256.Size || len(sender.buf) != sha256.Size {
-		return toGRPCError(fmt.Errorf("snapshot ended after %d of %d bytes", sender.sent+int64(len(sender.buf)), total))
+		return ToGRPCError(fmt.Errorf("snapshot ended after %d of %d bytes", sender.sent+int64(len(sender.buf)), total))
 	}
 	return sender.send(sender.buf, 0)
 }

@@ -16,10 +16,10 @@ import (
 
 // fakeMember is a member whose store hashes to hash at every revision.
 type fakeMember struct {
-	id, cluster uint64
-	hash        uint32
-	rev, compct int64
-	peers       map[uint64][]string
+	id, cluster    uint64
+	hash           uint32
+	rev, compacted int64
+	peers          map[uint64][]string
 
 	mu     sync.Mutex
 	raised []uint64
@@ -27,7 +27,7 @@ type fakeMember struct {
 
 func (m *fakeMember) ID() uint64        { return m.id }
 func (m *fakeMember) ClusterID() uint64 { return m.cluster }
-func (m *fakeMember) CompactRev() int64 { return m.compct }
+func (m *fakeMember) CompactRev() int64 { return m.compacted }
 func (m *fakeMember) PeerURLs() map[uint64][]string {
 	return m.peers
 }
@@ -39,7 +39,7 @@ func (m *fakeMember) HashKV(rev int64) (kvstore.HashKVResult, error) {
 	if rev == 0 {
 		rev = m.rev
 	}
-	return kvstore.HashKVResult{Hash: m.hash, Revision: m.rev, CompactRevision: m.compct, HashRevision: rev}, nil
+	return kvstore.HashKVResult{Hash: m.hash, Revision: m.rev, CompactRevision: m.compacted, HashRevision: rev}, nil
 }
 func (m *fakeMember) RaiseCorrupt(id uint64) {
 	m.mu.Lock()
@@ -61,7 +61,7 @@ func cluster(t *testing.T, hashes ...uint32) []*fakeMember {
 	var ms []*fakeMember
 	urls := map[uint64][]string{}
 	for i, h := range hashes {
-		m := &fakeMember{id: uint64(i + 1), cluster: 42, hash: h, rev: 10, compct: 5}
+		m := &fakeMember{id: uint64(i + 1), cluster: 42, hash: h, rev: 10, compacted: 5}
 		c := New(m, &http.Client{}, 5*time.Second, discard)
 		mux := http.NewServeMux()
 		mux.HandleFunc(PeerHashKVPath, c.ServeHashKV)

@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/raftnode/wal"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // countingSM applies by counting: the benchmark measures the raft path, not
@@ -65,7 +67,7 @@ func (s *countingSM) expect(n int) <-chan struct{} {
 	return ch
 }
 
-func (s *countingSM) Snapshot() (Image, error) { return fakeImage{}, nil }
+func (s *countingSM) Snapshot() (Image, error) { return raftkit.ImageBytes(nil), nil }
 func (s *countingSM) Restore(io.Reader, raftpb.SnapshotMetadata) error {
 	return fmt.Errorf("countingSM cannot restore")
 }
@@ -98,7 +100,7 @@ func benchmarkPropose(b *testing.B, proposers int, waitApply bool) {
 	sm := &countingSM{}
 	n := mustStart(b, cfg, sm)
 	waitLeader(b, n)
-	ctx := testContext(b)
+	ctx := raftkit.Context(b)
 	applied := sm.expect(b.N)
 	fsyncs.Store(0)
 	b.SetBytes(128)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // refuseNode vetoes every conf change naming node id.
@@ -23,15 +25,13 @@ func refuseNode(id uint64) func(cc raftpb.ConfChangeI) error {
 
 // proposeConfChangeApplied proposes cc and waits until sm applied it: raft
 // ignores a conf change proposed while an earlier one is unapplied.
-func proposeConfChangeApplied(t *testing.T, n *Node, sm *fakeSM, cc raftpb.ConfChange) {
+func proposeConfChangeApplied(t *testing.T, n *Node, sm *raftkit.StateMachine, cc raftpb.ConfChange) {
 	t.Helper()
-	sm.mu.Lock()
-	before := sm.state.ConfChanges
-	sm.mu.Unlock()
-	if err := n.ProposeConfChange(testContext(t), cc); err != nil {
+	before := sm.State().ConfChanges
+	if err := n.ProposeConfChange(raftkit.Context(t), cc); err != nil {
 		t.Fatal(err)
 	}
-	sm.waitUntil(t, fmt.Sprintf("conf change %v applied", cc), func(st *fakeState) bool {
+	sm.WaitUntil(t, fmt.Sprintf("conf change %v applied", cc), func(st *raftkit.State) bool {
 		return st.ConfChanges > before
 	})
 	// raft drops a conf change proposed while it still counts an earlier
@@ -40,7 +40,7 @@ func proposeConfChangeApplied(t *testing.T, n *Node, sm *fakeSM, cc raftpb.ConfC
 	// apply loop is done. Wait for it, so the caller's next conf change
 	// is not dropped.
 	applied := sm.AppliedIndex()
-	waitFor(t, fmt.Sprintf("raft to count entry %d applied", applied), func() bool {
+	raftkit.WaitFor(t, fmt.Sprintf("raft to count entry %d applied", applied), func() bool {
 		return raftApplied(n) >= applied
 	})
 }
@@ -49,7 +49,7 @@ func proposeConfChangeApplied(t *testing.T, n *Node, sm *fakeSM, cc raftpb.ConfC
 // and learners.
 func waitConfiguration(t *testing.T, n *Node, voters, learners []uint64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("configuration voters %v learners %v", voters, learners), func() bool {
+	raftkit.WaitFor(t, fmt.Sprintf("configuration voters %v learners %v", voters, learners), func() bool {
 		st := n.Status()
 		slices.Sort(st.Voters)
 		slices.Sort(st.Learners)
@@ -64,16 +64,14 @@ func waitConfiguration(t *testing.T, n *Node, voters, learners []uint64) {
 func TestVetoedConfChangeLeavesRaftConfigurationUnchanged(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
-	sm := newFakeSM()
-	sm.veto = refuseNode(4)
+	sm := raftkit.New()
+	sm.SetVeto(refuseNode(4))
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
 	proposeAll(t, n, []string{"before"})
 
 	proposeConfChangeApplied(t, n, sm, raftpb.ConfChange{Type: raftpb.ConfChangeAddLearnerNode, NodeID: 4})
-	sm.mu.Lock()
-	vetoed := slices.Clone(sm.state.Vetoed)
-	sm.mu.Unlock()
+	vetoed := sm.State().Vetoed
 	if len(vetoed) != 1 {
 		t.Fatalf("vetoed conf changes %v, want the add of node 4", vetoed)
 	}
@@ -81,8 +79,8 @@ func TestVetoedConfChangeLeavesRaftConfigurationUnchanged(t *testing.T) {
 	proposeConfChangeApplied(t, n, sm, raftpb.ConfChange{Type: raftpb.ConfChangeAddLearnerNode, NodeID: 5})
 	waitConfiguration(t, n, []uint64{1}, []uint64{5})
 	proposeAll(t, n, []string{"after"})
-	sm.waitPayloads(t, 2)
-	sm.check(t)
+	sm.WaitPayloads(t, 2)
+	sm.Check(t)
 	n.Stop()
 
 	// The state machine holds every entry: raft replays them all (no
@@ -90,29 +88,25 @@ func TestVetoedConfChangeLeavesRaftConfigurationUnchanged(t *testing.T) {
 	n = mustStart(t, cfg, sm)
 	waitLeader(t, n)
 	waitConfiguration(t, n, []uint64{1}, []uint64{5})
-	sm.mu.Lock()
-	held := sm.heldValidations
-	sm.mu.Unlock()
+	held := sm.HeldValidations()
 	if held < 3 { // bootstrap, add 4, add 5
 		t.Fatalf("%d conf changes were validated as held on restart, want 3", held)
 	}
-	sm.check(t)
+	sm.Check(t)
 	n.Stop()
 
 	// An empty state machine applies everything again and decides alike.
-	fresh := newFakeSM()
-	fresh.veto = refuseNode(4)
+	fresh := raftkit.New()
+	fresh.SetVeto(refuseNode(4))
 	n = mustStart(t, cfg, fresh)
 	waitLeader(t, n)
-	fresh.waitPayloads(t, 2)
+	fresh.WaitPayloads(t, 2)
 	waitConfiguration(t, n, []uint64{1}, []uint64{5})
-	fresh.mu.Lock()
-	again := slices.Clone(fresh.state.Vetoed)
-	fresh.mu.Unlock()
+	again := fresh.State().Vetoed
 	if !slices.Equal(again, vetoed) {
 		t.Fatalf("replay vetoed %v, first run %v", again, vetoed)
 	}
-	fresh.check(t)
+	fresh.Check(t)
 }
 
 // On replay a held conf change follows the state machine's answer, which
@@ -121,16 +115,16 @@ func TestVetoedConfChangeLeavesRaftConfigurationUnchanged(t *testing.T) {
 func TestHeldConfChangeFollowsRecordNotPolicy(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
 	proposeConfChangeApplied(t, n, sm, raftpb.ConfChange{Type: raftpb.ConfChangeAddLearnerNode, NodeID: 4})
 	waitConfiguration(t, n, []uint64{1}, []uint64{4})
 	n.Stop()
 
-	sm.veto = func(raftpb.ConfChangeI) error { return errors.New("policy changed") }
+	sm.SetVeto(func(raftpb.ConfChangeI) error { return errors.New("policy changed") })
 	n = mustStart(t, cfg, sm)
 	waitLeader(t, n)
 	waitConfiguration(t, n, []uint64{1}, []uint64{4})
-	sm.check(t)
+	sm.Check(t)
 }

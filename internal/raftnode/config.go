@@ -91,10 +91,9 @@ type ConfChangeValidator interface {
 
 // Image is a point-in-time image of a state machine. WriteTo may run in
 // another goroutine while Apply goes on; Release is called once when done.
-type Image interface {
-	WriteTo(w io.Writer) (int64, error)
-	Release()
-}
+// It is declared with the snapshot file format, below raftnode, so that a
+// state machine (or a test's fake) can be written without importing raftnode.
+type Image = raftsnap.Source
 
 // Transport carries raft messages to the other members. Whoever creates
 // it passes it in Config and stops it after Node.Stop.

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/metastore-io/metastore/internal/raftnode/wal"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // syncedSizes remembers, per WAL segment, how many bytes of records the
@@ -69,7 +71,7 @@ func TestCrashLosesNoAppliedProposal(t *testing.T) {
 	cfg := testConfig(t, dir)
 	cfg.WALSegmentSizeBytes = 4096
 	cfg.syncFile = synced.sync
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
 
@@ -79,7 +81,7 @@ func TestCrashLosesNoAppliedProposal(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := testContext(t)
+			ctx := raftkit.Context(t)
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -97,8 +99,8 @@ func TestCrashLosesNoAppliedProposal(t *testing.T) {
 			}
 		}()
 	}
-	sm.waitPayloads(t, 300)
-	appliedBeforeCrash := sm.payloads()
+	sm.WaitPayloads(t, 300)
+	appliedBeforeCrash := sm.Payloads()
 
 	crashDir := t.TempDir()
 	copyCrashImage(t, filepath.Join(dir, "wal"), filepath.Join(crashDir, "wal"), synced)
@@ -111,7 +113,7 @@ func TestCrashLosesNoAppliedProposal(t *testing.T) {
 	crashCfg.syncFile = nil
 	logs := &logSink{}
 	crashCfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	sm2 := newFakeSM()
+	sm2 := raftkit.New()
 	mustStart(t, crashCfg, sm2)
 	logs.mu.Lock()
 	repaired := strings.Contains(logs.buf.String(), "truncating torn WAL tail")
@@ -119,9 +121,9 @@ func TestCrashLosesNoAppliedProposal(t *testing.T) {
 	if !repaired {
 		t.Fatal("restart did not repair a torn WAL tail; the crash image was not torn")
 	}
-	sm2.waitPayloads(t, len(appliedBeforeCrash))
-	sm2.check(t)
-	got := sm2.payloads()
+	sm2.WaitPayloads(t, len(appliedBeforeCrash))
+	sm2.Check(t)
+	got := sm2.Payloads()
 	for i, p := range appliedBeforeCrash {
 		if got[i] != p {
 			t.Fatalf("after the crash, payload %d is %q; the crashed member had applied %q", i, got[i], p)

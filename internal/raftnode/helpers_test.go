@@ -3,12 +3,8 @@ package raftnode
 import (
 	"bytes"
 	"context"
-	"encoding/gob"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,221 +13,9 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
-
-// testTimeout bounds every wait in these tests; generous for a loaded
-// 2-core machine under -race.
-const testTimeout = 30 * time.Second
-
-// fakeSM is an ordered list of applied payloads. It checks the StateMachine
-// contract as it goes: entries arrive in index order, each exactly once,
-// from one goroutine at a time.
-type fakeSM struct {
-	mu        sync.Mutex
-	state     fakeState
-	violation error
-	inApply   bool
-	restores  int
-	changed   chan struct{} // closed and replaced on every change
-	// beforeApply, if set, runs (without the lock) before each entry is
-	// applied; tests use it to block the apply loop.
-	beforeApply func(e raftpb.Entry)
-	// veto, if set, decides conf changes (ConfChangeValidator); nil
-	// accepts all. vetoing is the index it last vetoed, until applied.
-	veto    func(cc raftpb.ConfChangeI) error
-	vetoing uint64
-	// heldValidations counts ValidateConfChange calls for entries the
-	// state machine already held (raft's replay after a restart).
-	heldValidations int
-}
-
-type fakeState struct {
-	Applied  uint64
-	Payloads []string
-	// ConfChanges counts the conf-change entries applied.
-	ConfChanges int
-	// Vetoed are the indexes of the conf changes this state machine
-	// vetoed, recorded with the state as ValidateConfChange requires.
-	Vetoed []uint64
-}
-
-// errFakeVeto is the reason a fakeSM gives when asked again about a
-// conf change it vetoed before.
-var errFakeVeto = errors.New("fakeSM: vetoed")
-
-// ValidateConfChange answers from the veto record for entries it holds,
-// and from the veto policy for the next entry.
-func (s *fakeSM) ValidateConfChange(index uint64, cc raftpb.ConfChangeI) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if index <= s.state.Applied {
-		s.heldValidations++
-		if slices.Contains(s.state.Vetoed, index) {
-			return errFakeVeto
-		}
-		return nil
-	}
-	if index != s.state.Applied+1 {
-		s.violate(fmt.Errorf("conf change %d validated with only %d entries applied", index, s.state.Applied))
-	}
-	if s.veto == nil {
-		return nil
-	}
-	err := s.veto(cc)
-	if err != nil {
-		s.vetoing = index
-	}
-	return err
-}
-
-func newFakeSM() *fakeSM { return &fakeSM{changed: make(chan struct{})} }
-
-func (s *fakeSM) AppliedIndex() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state.Applied
-}
-
-func (s *fakeSM) Apply(ents []raftpb.Entry) error {
-	s.mu.Lock()
-	if s.inApply {
-		s.violate(fmt.Errorf("concurrent Apply calls"))
-	}
-	s.inApply = true
-	hook := s.beforeApply
-	s.mu.Unlock()
-	for _, e := range ents {
-		if hook != nil {
-			hook(e)
-		}
-		s.mu.Lock()
-		if e.Index != s.state.Applied+1 {
-			s.violate(fmt.Errorf("applied entry %d after %d", e.Index, s.state.Applied))
-		}
-		if isConfChange(e.Type) && len(ents) != 1 {
-			s.violate(fmt.Errorf("conf change %d not alone in its batch", e.Index))
-		}
-		s.state.Applied = e.Index
-		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
-			s.state.Payloads = append(s.state.Payloads, string(e.Data))
-		}
-		if isConfChange(e.Type) {
-			s.state.ConfChanges++
-			if s.vetoing == e.Index {
-				s.state.Vetoed = append(s.state.Vetoed, e.Index)
-			}
-		}
-		s.notifyLocked()
-		s.mu.Unlock()
-	}
-	s.mu.Lock()
-	s.inApply = false
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *fakeSM) violate(err error) {
-	if s.violation == nil {
-		s.violation = err
-	}
-}
-
-func (s *fakeSM) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
-
-type fakeImage struct{ data []byte }
-
-func (i fakeImage) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(i.data)
-	return int64(n), err
-}
-func (fakeImage) Release() {}
-
-func (s *fakeSM) Snapshot() (Image, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fakeImage{data: s.encodeLocked()}, nil
-}
-
-func (s *fakeSM) encodeLocked() []byte {
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(s.state); err != nil {
-		panic(err) // encoding a plain struct into memory cannot fail
-	}
-	return buf.Bytes()
-}
-
-func (s *fakeSM) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
-	var st fakeState
-	if err := gob.NewDecoder(r).Decode(&st); err != nil {
-		return fmt.Errorf("decode fake state: %w", err)
-	}
-	// Read to EOF so the snapshot reader verifies its checksum.
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st.Applied != meta.Index {
-		s.violate(fmt.Errorf("image holds index %d, metadata says %d", st.Applied, meta.Index))
-	}
-	s.state = st
-	s.restores++
-	s.notifyLocked()
-	return nil
-}
-
-// image returns an encoded copy of the current state (a state machine that
-// persisted only this far).
-func (s *fakeSM) image() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.encodeLocked()
-}
-
-func (s *fakeSM) payloads() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.state.Payloads...)
-}
-
-func (s *fakeSM) check(t *testing.T) {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.violation != nil {
-		t.Fatalf("state machine contract violated: %v", s.violation)
-	}
-}
-
-// waitUntil blocks until cond holds on the state machine (re-checked on
-// every change) or the test deadline passes.
-func (s *fakeSM) waitUntil(t *testing.T, what string, cond func(st *fakeState) bool) {
-	t.Helper()
-	deadline := time.NewTimer(testTimeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		ok := cond(&s.state)
-		ch := s.changed
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for the state machine: %s (applied %d, %d payloads)", what, s.AppliedIndex(), len(s.payloads()))
-		}
-	}
-}
-
-func (s *fakeSM) waitPayloads(t *testing.T, n int) {
-	t.Helper()
-	s.waitUntil(t, fmt.Sprintf("%d payloads", n), func(st *fakeState) bool { return len(st.Payloads) >= n })
-}
 
 // logSink collects a test's logs and prints them only if the test fails,
 // so goroutines still logging after a test ends cannot trip testing.
@@ -284,7 +68,7 @@ func mustStart(t testing.TB, cfg Config, sm StateMachine) *Node {
 // waitLeader waits until n knows a leader and returns it.
 func waitLeader(t testing.TB, n *Node) uint64 {
 	t.Helper()
-	deadline := time.NewTimer(testTimeout)
+	deadline := time.NewTimer(raftkit.Timeout)
 	defer deadline.Stop()
 	for {
 		changed := n.leaderChanged.next()
@@ -294,36 +78,22 @@ func waitLeader(t testing.TB, n *Node) uint64 {
 		select {
 		case <-changed:
 		case <-deadline.C:
-			t.Fatalf("member %x: no leader within %v", n.cfg.ID, testTimeout)
+			t.Fatalf("member %x: no leader within %v", n.cfg.ID, raftkit.Timeout)
 		}
 	}
-}
-
-func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // proposeAll proposes every payload, retrying ones raft dropped (a
 // proposal can be lost around a leader change; the caller retries).
 func proposeAll(t *testing.T, n *Node, payloads []string) {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 	for _, p := range payloads {
 		if err := n.Propose(ctx, []byte(p)); err != nil {
 			t.Errorf("propose %q: %v", p, err)
 			return
 		}
 	}
-}
-
-func payloadRange(prefix string, from, to int) []string {
-	var out []string
-	for i := from; i < to; i++ {
-		out = append(out, fmt.Sprintf("%s-%05d", prefix, i))
-	}
-	return out
 }
 
 // memNetwork connects in-process members: one queue and delivery goroutine

@@ -5,13 +5,15 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"sync"
 	"testing"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // idleSM is a fakeSM with idle work: each applied batch adds steps of
 // work, each IdleWork call does one. It records whether IdleWork ever
 // ran while Apply did.
 type idleSM struct {
-	*fakeSM
+	*raftkit.StateMachine
 	perBatch int
 
 	mu       sync.Mutex
@@ -21,7 +23,7 @@ type idleSM struct {
 }
 
 func (s *idleSM) Apply(ents []raftpb.Entry) error {
-	if err := s.fakeSM.Apply(ents); err != nil {
+	if err := s.StateMachine.Apply(ents); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -31,13 +33,12 @@ func (s *idleSM) Apply(ents []raftpb.Entry) error {
 }
 
 func (s *idleSM) IdleWork() (bool, error) {
-	s.fakeSM.mu.Lock()
-	if s.fakeSM.inApply {
-		s.overlaps = true
-	}
-	s.fakeSM.mu.Unlock()
+	inApply := s.StateMachine.InApply()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if inApply {
+		s.overlaps = true
+	}
 	if s.left == 0 {
 		return false, nil
 	}
@@ -57,14 +58,14 @@ func (s *idleSM) counts() (left, done int, overlaps bool) {
 // more, on the apply goroutine (never during an Apply).
 func TestIdleWorkRunsBetweenBatches(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
-	sm := &idleSM{fakeSM: newFakeSM(), perBatch: 25}
+	sm := &idleSM{StateMachine: raftkit.New(), perBatch: 25}
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
 	for round := range 3 {
 		p := fmt.Sprintf("idle%d", round)
 		proposeAll(t, n, []string{p})
-		sm.waitPayloads(t, round+1)
-		waitFor(t, "the idle work of the batch", func() bool {
+		sm.WaitPayloads(t, round+1)
+		raftkit.WaitFor(t, "the idle work of the batch", func() bool {
 			left, _, _ := sm.counts()
 			return left == 0
 		})

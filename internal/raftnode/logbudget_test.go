@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/metastore-io/metastore/internal/raftnode/wal"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // storedLogBytes sums the entries in n's in-memory log, for checking
@@ -60,9 +62,9 @@ func bigPayloads(prefix string, n, size int) []string {
 // sm applied, no snapshot is in flight and none is due: the log is then as
 // the byte budget leaves it, and stays so while nothing is proposed. (The
 // entry count passed as 0: these tests' SnapshotCount is never reached.)
-func waitSnapshotsSettled(t *testing.T, n *Node, sm *fakeSM) {
+func waitSnapshotsSettled(t *testing.T, n *Node, sm *raftkit.StateMachine) {
 	t.Helper()
-	waitFor(t, "the snapshots to catch up with the applied entries", func() bool {
+	raftkit.WaitFor(t, "the snapshots to catch up with the applied entries", func() bool {
 		// In the reverse of the order the apply loop writes them: the
 		// applied index after the bytes, the bytes cleared after a
 		// snapshot is marked in flight (maybeSnapshot).
@@ -89,18 +91,18 @@ func TestLogBytesStayWithinBudget(t *testing.T) {
 			// this test is about.
 			cfg.MaxUncommittedEntriesSize = 1 << 30
 			var sm StateMachine
-			fake := newFakeSM()
+			fake := raftkit.New()
 			sm = fake
 			if kind == "in place" {
 				p := newPersistentSM()
-				sm, fake = p, p.fakeSM
+				sm, fake = p, p.StateMachine
 			}
 			n := mustStart(t, cfg, sm)
 			waitLeader(t, n)
 			const entries, size = 120, 4 << 10 // 480 KiB in all
 			for i, p := range bigPayloads("b", entries, size) {
 				proposeAll(t, n, []string{p})
-				fake.waitPayloads(t, i+1)
+				fake.WaitPayloads(t, i+1)
 			}
 			waitSnapshotsSettled(t, n, fake)
 			if got, want := n.LogBytes(), storedLogBytes(t, n); got != want {
@@ -118,10 +120,10 @@ func TestLogBytesStayWithinBudget(t *testing.T) {
 			if first < entries/2 {
 				t.Fatalf("the log still starts at %d after %d entries of %d bytes", first, entries, size)
 			}
-			fake.check(t)
+			fake.Check(t)
 			n.Stop()
 
-			fresh := newFakeSM()
+			fresh := raftkit.New()
 			var sm2 StateMachine = fresh
 			if kind == "in place" {
 				sm2, fresh = sm, fake // the engine keeps what it persisted
@@ -129,7 +131,7 @@ func TestLogBytesStayWithinBudget(t *testing.T) {
 			n2 := mustStart(t, cfg, sm2)
 			waitLeader(t, n2)
 			proposeAll(t, n2, []string{"tail"})
-			fresh.waitUntil(t, "the tail applied", func(st *fakeState) bool {
+			fresh.WaitUntil(t, "the tail applied", func(st *raftkit.State) bool {
 				return len(st.Payloads) > 0 && st.Payloads[len(st.Payloads)-1] == "tail"
 			})
 			if got, want := n2.LogBytes(), storedLogBytes(t, n2); got != want {
@@ -154,13 +156,13 @@ func TestLaggingFollowerBeyondLogBudgetGetsSnapshot(t *testing.T) {
 
 	const entries = 60 // 60 × 4 KiB: far fewer than the 5,000 catch-up entries
 	proposeAll(t, nodes[lead], bigPayloads("p", entries, 4<<10))
-	sms[lead].waitPayloads(t, entries)
+	sms[lead].WaitPayloads(t, entries)
 	laggingNext := sms[lagging].AppliedIndex() + 1
 	// A snapshot is considered after each applied batch; one due while
 	// another was being written waits for the next batch: a few small
 	// entries bring it.
 	ticks := 0
-	waitFor(t, "leader to compact past the lagging member", func() bool {
+	raftkit.WaitFor(t, "leader to compact past the lagging member", func() bool {
 		first, err := nodes[lead].storage.FirstIndex()
 		if err == nil && first > laggingNext {
 			return true
@@ -171,18 +173,16 @@ func TestLaggingFollowerBeyondLogBudgetGetsSnapshot(t *testing.T) {
 		}
 		return false
 	})
-	sms[lead].waitPayloads(t, entries+ticks)
+	sms[lead].WaitPayloads(t, entries+ticks)
 	net.isolate(lagging, false)
 	sm := sms[lagging]
-	sm.waitPayloads(t, entries+ticks)
-	sm.check(t)
-	sm.mu.Lock()
-	restores := sm.restores
-	sm.mu.Unlock()
+	sm.WaitPayloads(t, entries+ticks)
+	sm.Check(t)
+	restores := sm.Restores()
 	if restores == 0 {
 		t.Fatal("lagging member caught up without a snapshot")
 	}
-	if got, want := strings.Join(sm.payloads(), ","), strings.Join(sms[lead].payloads(), ","); got != want {
+	if got, want := strings.Join(sm.Payloads(), ","), strings.Join(sms[lead].Payloads(), ","); got != want {
 		t.Fatal("lagging member's state differs from the leader's")
 	}
 }
@@ -226,10 +226,10 @@ func TestProposalsPastUncommittedBytesRefused(t *testing.T) {
 		}
 		return wal.SyncData(f)
 	}
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
-	sm.waitUntil(t, "the leader's empty entry", func(st *fakeState) bool { return st.Applied >= 1 })
+	sm.WaitUntil(t, "the leader's empty entry", func(st *raftkit.State) bool { return st.Applied >= 1 })
 	stalled.Store(true)
 	released := false
 	defer func() {
@@ -237,7 +237,7 @@ func TestProposalsPastUncommittedBytesRefused(t *testing.T) {
 			close(stall)
 		}
 	}()
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 	accepted := 0
 	var err error
 	for accepted <= 2*8 {
@@ -256,11 +256,11 @@ func TestProposalsPastUncommittedBytesRefused(t *testing.T) {
 	stalled.Store(false)
 	close(stall)
 	released = true
-	sm.waitPayloads(t, accepted)
+	sm.WaitPayloads(t, accepted)
 	if err := n.Propose(ctx, []byte("after")); err != nil {
 		t.Fatalf("a proposal once the disk moved again: %v", err)
 	}
-	sm.waitPayloads(t, accepted+1)
+	sm.WaitPayloads(t, accepted+1)
 }
 
 // TestSnapshotDueWhileOneWasInFlightIsTaken keeps a snapshot in flight
@@ -289,18 +289,18 @@ func TestSnapshotDueWhileOneWasInFlightIsTaken(t *testing.T) {
 	const size = 4 << 10
 	first := bigPayloads("a", int(cfg.MaxLogBytes/2/size)+1, size) // due a snapshot
 	proposeAll(t, n, first)
-	sm.waitPayloads(t, len(first))
-	waitFor(t, "a snapshot to be in flight", func() bool { return sm.persists.Load() > 0 })
+	sm.WaitPayloads(t, len(first))
+	raftkit.WaitFor(t, "a snapshot to be in flight", func() bool { return sm.persists.Load() > 0 })
 	// Four times what is due, applied while that snapshot is held.
 	more := bigPayloads("b", int(overloadFactor*cfg.MaxLogBytes/2/size)+1, size)
 	proposeAll(t, n, more)
-	sm.waitPayloads(t, len(first)+len(more))
-	waitFor(t, "the apply loop to count the entries applied", func() bool {
+	sm.WaitPayloads(t, len(first)+len(more))
+	raftkit.WaitFor(t, "the apply loop to count the entries applied", func() bool {
 		return n.appliedIndex.Load() >= sm.AppliedIndex()
 	})
 	if !n.Overloaded() {
 		t.Fatalf("not overloaded with %d bytes applied since the snapshot in flight", len(more)*size)
 	}
 	release()
-	waitFor(t, "the next snapshot to be taken with nothing more proposed", func() bool { return !n.Overloaded() })
+	raftkit.WaitFor(t, "the next snapshot to be taken with nothing more proposed", func() bool { return !n.Overloaded() })
 }

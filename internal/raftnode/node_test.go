@@ -16,10 +16,12 @@ import (
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/raftnode/wal"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 func TestConcurrentProposalsAppliedOnceInOrder(t *testing.T) {
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, testConfig(t, t.TempDir()), sm)
 	waitLeader(t, n)
 
@@ -29,14 +31,14 @@ func TestConcurrentProposalsAppliedOnceInOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			proposeAll(t, n, payloadRange(fmt.Sprintf("g%d", g), 0, each))
+			proposeAll(t, n, raftkit.PayloadRange(fmt.Sprintf("g%d", g), 0, each))
 		}()
 	}
 	wg.Wait()
-	sm.waitPayloads(t, proposers*each)
-	sm.check(t)
+	sm.WaitPayloads(t, proposers*each)
+	sm.Check(t)
 
-	got := sm.payloads()
+	got := sm.Payloads()
 	if len(got) != proposers*each {
 		t.Fatalf("applied %d payloads, want %d", len(got), proposers*each)
 	}
@@ -67,31 +69,31 @@ func TestConcurrentProposalsAppliedOnceInOrder(t *testing.T) {
 func TestRestartReplaysOnlyWhatWasNotApplied(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
-	proposeAll(t, n, payloadRange("a", 0, 30))
-	sm.waitPayloads(t, 30)
+	proposeAll(t, n, raftkit.PayloadRange("a", 0, 30))
+	sm.WaitPayloads(t, 30)
 	// A state machine that persisted only the first 30 payloads.
-	partial := sm.image()
-	proposeAll(t, n, payloadRange("a", 30, 50))
-	sm.waitPayloads(t, 50)
+	partial := sm.Image()
+	proposeAll(t, n, raftkit.PayloadRange("a", 30, 50))
+	sm.WaitPayloads(t, 50)
 	n.Stop()
-	want := sm.payloads()
+	want := sm.Payloads()
 
 	cases := []struct {
 		name string
-		sm   func(t *testing.T) *fakeSM
+		sm   func(t *testing.T) *raftkit.StateMachine
 	}{
-		{"state machine holds everything", func(*testing.T) *fakeSM { return sm }},
-		{"state machine lost its tail", func(t *testing.T) *fakeSM {
-			lagging := newFakeSM()
+		{"state machine holds everything", func(*testing.T) *raftkit.StateMachine { return sm }},
+		{"state machine lost its tail", func(t *testing.T) *raftkit.StateMachine {
+			lagging := raftkit.New()
 			if err := lagging.Restore(strings.NewReader(string(partial)), raftpb.SnapshotMetadata{Index: decodeApplied(t, partial)}); err != nil {
 				t.Fatal(err)
 			}
 			return lagging
 		}},
-		{"state machine is empty", func(*testing.T) *fakeSM { return newFakeSM() }},
+		{"state machine is empty", func(*testing.T) *raftkit.StateMachine { return raftkit.New() }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -99,9 +101,9 @@ func TestRestartReplaysOnlyWhatWasNotApplied(t *testing.T) {
 			n2 := mustStart(t, cfg, sm2)
 			waitLeader(t, n2)
 			proposeAll(t, n2, []string{"after-restart"})
-			sm2.waitPayloads(t, len(want)+1)
-			sm2.check(t)
-			got := sm2.payloads()
+			sm2.WaitPayloads(t, len(want)+1)
+			sm2.Check(t)
+			got := sm2.Payloads()
 			if strings.Join(got[:len(want)], ",") != strings.Join(want, ",") || got[len(want)] != "after-restart" || len(got) != len(want)+1 {
 				t.Fatalf("after restart the state machine holds %d payloads %v, want %v + after-restart", len(got), got, want)
 			}
@@ -115,7 +117,7 @@ func TestRestartReplaysOnlyWhatWasNotApplied(t *testing.T) {
 
 func decodeApplied(t *testing.T, image []byte) uint64 {
 	t.Helper()
-	probe := newFakeSM()
+	probe := raftkit.New()
 	if err := probe.Restore(strings.NewReader(string(image)), raftpb.SnapshotMetadata{}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +130,14 @@ func TestSnapshotCompactsLogAndReleasesWAL(t *testing.T) {
 	cfg.SnapshotCount = 40
 	cfg.SnapshotCatchUpEntries = 10
 	cfg.WALSegmentSizeBytes = 2048
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
 	// One entry per Ready, so that the log grows by many small saves:
 	// several snapshots and segment rotations.
-	for i, p := range payloadRange("s", 0, 400) {
+	for i, p := range raftkit.PayloadRange("s", 0, 400) {
 		proposeAll(t, n, []string{p})
-		sm.waitPayloads(t, i+1)
+		sm.WaitPayloads(t, i+1)
 	}
 	n.Stop() // waits for a snapshot in flight
 
@@ -167,17 +169,17 @@ func TestSnapshotCompactsLogAndReleasesWAL(t *testing.T) {
 	}
 
 	// Restart from snapshot + WAL tail with an empty state machine.
-	sm2 := newFakeSM()
+	sm2 := raftkit.New()
 	n2 := mustStart(t, cfg, sm2)
-	if sm2.restores != 1 {
-		t.Fatalf("state machine restored %d times on restart, want 1", sm2.restores)
+	if sm2.Restores() != 1 {
+		t.Fatalf("state machine restored %d times on restart, want 1", sm2.Restores())
 	}
 	waitLeader(t, n2)
 	proposeAll(t, n2, []string{"tail"})
-	sm2.waitPayloads(t, 401)
-	sm2.check(t)
-	want := append(sm.payloads(), "tail")
-	if got := sm2.payloads(); strings.Join(got, ",") != strings.Join(want, ",") {
+	sm2.WaitPayloads(t, 401)
+	sm2.Check(t)
+	want := append(sm.Payloads(), "tail")
+	if got := sm2.Payloads(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("restart from snapshot: %d payloads, want %d", len(got), len(want))
 	}
 }
@@ -201,11 +203,11 @@ func TestCorruptNewestSnapshotRefusesToStart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
 	cfg.SnapshotCount = 10
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
-	proposeAll(t, n, payloadRange("c", 0, 40))
-	sm.waitPayloads(t, 40)
+	proposeAll(t, n, raftkit.PayloadRange("c", 0, 40))
+	sm.WaitPayloads(t, 40)
 	n.Stop()
 
 	snaps, err := raftsnap.Open(filepath.Join(dir, "snap"), raftsnap.Options{})
@@ -225,7 +227,7 @@ func TestCorruptNewestSnapshotRefusesToStart(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Start(cfg, newFakeSM())
+	_, err = Start(cfg, raftkit.New())
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Start with a corrupt newest snapshot: err = %v, want an error naming %s", err, path)
 	}
@@ -234,11 +236,11 @@ func TestCorruptNewestSnapshotRefusesToStart(t *testing.T) {
 func TestUnrecordedSnapshotFileIsRemoved(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
-	proposeAll(t, n, payloadRange("u", 0, 5))
-	sm.waitPayloads(t, 5)
+	proposeAll(t, n, raftkit.PayloadRange("u", 0, 5))
+	sm.WaitPayloads(t, 5)
 	n.Stop()
 	// A snapshot file whose WAL marker a crash prevented.
 	snaps, err := raftsnap.Open(filepath.Join(dir, "snap"), raftsnap.Options{})
@@ -250,50 +252,50 @@ func TestUnrecordedSnapshotFileIsRemoved(t *testing.T) {
 	if _, err := snaps.Save(orphan, img); err != nil {
 		t.Fatal(err)
 	}
-	sm2 := newFakeSM()
+	sm2 := raftkit.New()
 	n2 := mustStart(t, cfg, sm2)
-	if sm2.restores != 0 {
+	if sm2.Restores() != 0 {
 		t.Fatal("restarted from a snapshot file the WAL never recorded")
 	}
 	if refs, _ := n2.Snapshots().List(); len(refs) != 0 {
 		t.Fatalf("unrecorded snapshot file kept: %v", refs)
 	}
-	sm2.waitPayloads(t, 5)
+	sm2.WaitPayloads(t, 5)
 }
 
 func TestForeignDataDirRefused(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
-	n := mustStart(t, cfg, newFakeSM())
+	n := mustStart(t, cfg, raftkit.New())
 	waitLeader(t, n)
 	n.Stop()
 	other := cfg
 	other.ID = 2
 	other.Peers = nil
-	if _, err := Start(other, newFakeSM()); err == nil || !strings.Contains(err.Error(), "belongs to member 1") {
+	if _, err := Start(other, raftkit.New()); err == nil || !strings.Contains(err.Error(), "belongs to member 1") {
 		t.Fatalf("Start of member 2 on member 1's dir: %v", err)
 	}
 	other = cfg
 	other.ClusterID = 0xdead
-	if _, err := Start(other, newFakeSM()); err == nil || !strings.Contains(err.Error(), "cluster") {
+	if _, err := Start(other, raftkit.New()); err == nil || !strings.Contains(err.Error(), "cluster") {
 		t.Fatalf("Start in another cluster: %v", err)
 	}
 }
 
 func TestStateMachineWithoutWALRefused(t *testing.T) {
-	sm := newFakeSM()
-	sm.state.Applied = 7
+	sm := raftkit.New()
+	sm.SetApplied(7)
 	if _, err := Start(testConfig(t, t.TempDir()), sm); err == nil {
 		t.Fatal("Start with a non-empty state machine and no WAL succeeded")
 	}
 }
 
 func TestStopIsGracefulAndIdempotent(t *testing.T) {
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, testConfig(t, t.TempDir()), sm)
 	waitLeader(t, n)
 	proposeAll(t, n, []string{"x"})
-	sm.waitPayloads(t, 1)
+	sm.WaitPayloads(t, 1)
 	n.Stop()
 	n.Stop()
 	select {
@@ -304,7 +306,7 @@ func TestStopIsGracefulAndIdempotent(t *testing.T) {
 	if n.Err() != nil {
 		t.Fatalf("Err after a clean stop: %v", n.Err())
 	}
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 	if err := n.Propose(ctx, []byte("late")); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Propose after Stop: %v", err)
 	}
@@ -327,11 +329,11 @@ func TestMetricsRegistered(t *testing.T) {
 		leaders = append(leaders, leader)
 		mu.Unlock()
 	}
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
-	proposeAll(t, n, payloadRange("m", 0, 10))
-	sm.waitPayloads(t, 10)
+	proposeAll(t, n, raftkit.PayloadRange("m", 0, 10))
+	sm.WaitPayloads(t, 10)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +381,7 @@ func TestMetricsRegistered(t *testing.T) {
 func TestWALRecordsMetadata(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
-	n := mustStart(t, cfg, newFakeSM())
+	n := mustStart(t, cfg, raftkit.New())
 	waitLeader(t, n)
 	n.Stop()
 	w, rec, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{})
@@ -403,11 +405,11 @@ func TestStartOnCreatedButEmptyWAL(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
 	proposeAll(t, n, []string{"first"})
-	sm.waitPayloads(t, 1)
+	sm.WaitPayloads(t, 1)
 }
 
 // TestProposeUntilWithoutLeaderEndsAtDeadline: without a leader a
@@ -417,9 +419,9 @@ func TestStartOnCreatedButEmptyWAL(t *testing.T) {
 func TestProposeUntilWithoutLeaderEndsAtDeadline(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.TickInterval = time.Hour
-	n := mustStart(t, cfg, newFakeSM())
+	n := mustStart(t, cfg, raftkit.New())
 	deadline := time.Now().Add(50 * time.Millisecond)
-	err := n.ProposeUntil(testContext(t), deadline, []byte("x"))
+	err := n.ProposeUntil(raftkit.Context(t), deadline, []byte("x"))
 	if !errors.Is(err, ErrProposalUnconfirmed) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("proposal without a leader: %v, want ErrProposalUnconfirmed and DeadlineExceeded", err)
 	}
@@ -427,7 +429,7 @@ func TestProposeUntilWithoutLeaderEndsAtDeadline(t *testing.T) {
 		t.Fatal("the proposal ended before its deadline")
 	}
 	campaign(t, n)
-	if err := n.ProposeUntil(testContext(t), time.Now().Add(time.Hour), []byte("y")); err != nil {
+	if err := n.ProposeUntil(raftkit.Context(t), time.Now().Add(time.Hour), []byte("y")); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,21 +11,16 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/metastore-io/metastore/test/testutil"
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // waitFor polls a condition on internal state that has no event of its
 // own, bounded by the test deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, testTimeout, what, cond)
-}
-
 // campaign makes a member that never ticks stand for election, once raft
 // has applied the bootstrap configuration (before that it refuses).
 func campaign(t *testing.T, n *Node) {
 	t.Helper()
-	waitFor(t, "raft to apply the bootstrap configuration", func() bool {
+	raftkit.WaitFor(t, "raft to apply the bootstrap configuration", func() bool {
 		return raftApplied(n) >= 1
 	})
 	var err error
@@ -36,18 +31,18 @@ func campaign(t *testing.T, n *Node) {
 }
 
 func TestLinearizableReadWaitsForApply(t *testing.T) {
-	sm := newFakeSM()
+	sm := raftkit.New()
 	entered := make(chan uint64, 1)
 	release := make(chan struct{})
-	sm.beforeApply = func(e raftpb.Entry) {
+	sm.SetBeforeApply(func(e raftpb.Entry) {
 		if string(e.Data) == "slow" {
 			entered <- e.Index
 			<-release
 		}
-	}
+	})
 	n := mustStart(t, testConfig(t, t.TempDir()), sm)
 	waitLeader(t, n)
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 	if err := n.Propose(ctx, []byte("slow")); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +64,7 @@ func TestLinearizableReadWaitsForApply(t *testing.T) {
 	}()
 	// The round is confirmed (commit index >= slowIndex) and now waits for
 	// the apply loop, which is stuck in the slow entry.
-	waitFor(t, "read round waiting for apply", func() bool { return n.appliedWaits.pending() == 1 })
+	raftkit.WaitFor(t, "read round waiting for apply", func() bool { return n.appliedWaits.pending() == 1 })
 	select {
 	case r := <-done:
 		t.Fatalf("LinearizableRead returned (%v) while entry %d was still being applied", r.err, slowIndex)
@@ -89,9 +84,9 @@ func TestLinearizableReadBatchesConcurrentCalls(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	// No ticks: nobody campaigns until the test says so.
 	cfg.TickInterval = time.Hour
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, cfg, sm)
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -102,13 +97,13 @@ func TestLinearizableReadBatchesConcurrentCalls(t *testing.T) {
 	wg.Add(1)
 	go read()
 	// The first round is in flight, unanswerable without a leader.
-	waitFor(t, "first round to start", func() bool { return n.readRounds.Load() == 1 })
+	raftkit.WaitFor(t, "first round to start", func() bool { return n.readRounds.Load() == 1 })
 	const later = 50
 	for i := 0; i < later; i++ {
 		wg.Add(1)
 		go read()
 	}
-	waitFor(t, "later reads to join the next round", func() bool {
+	raftkit.WaitFor(t, "later reads to join the next round", func() bool {
 		n.readMu.Lock()
 		defer n.readMu.Unlock()
 		return n.nextRead.waiters == later
@@ -129,7 +124,7 @@ func TestLinearizableReadBatchesConcurrentCalls(t *testing.T) {
 func TestLinearizableReadWithoutLeaderHonoursContext(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.TickInterval = time.Hour
-	n := mustStart(t, cfg, newFakeSM())
+	n := mustStart(t, cfg, raftkit.New())
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := n.LinearizableRead(ctx)
@@ -138,7 +133,7 @@ func TestLinearizableReadWithoutLeaderHonoursContext(t *testing.T) {
 	}
 	// The abandoned round does not block reads once a leader exists.
 	campaign(t, n)
-	if err := n.LinearizableRead(testContext(t)); err != nil {
+	if err := n.LinearizableRead(raftkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -151,11 +146,11 @@ func TestLinearizableReadRoundTimesOut(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.TickInterval = time.Hour
 	cfg.ReadTimeout = 100 * time.Millisecond
-	n := mustStart(t, cfg, newFakeSM())
+	n := mustStart(t, cfg, raftkit.New())
 	start := time.Now()
 	errs := make(chan error, 3)
 	for range cap(errs) {
-		go func() { errs <- n.LinearizableRead(testContext(t)) }()
+		go func() { errs <- n.LinearizableRead(raftkit.Context(t)) }()
 	}
 	for range cap(errs) {
 		if err := <-errs; !errors.Is(err, ErrReadTimeout) {
@@ -166,16 +161,16 @@ func TestLinearizableReadRoundTimesOut(t *testing.T) {
 		t.Fatalf("the round ended after %v, before its timeout %v", took, cfg.ReadTimeout)
 	}
 	campaign(t, n)
-	if err := n.LinearizableRead(testContext(t)); err != nil {
+	if err := n.LinearizableRead(raftkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestLinearizableReadSeesPriorWrites(t *testing.T) {
-	sm := newFakeSM()
+	sm := raftkit.New()
 	n := mustStart(t, testConfig(t, t.TempDir()), sm)
 	waitLeader(t, n)
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 	for i := 0; i < 20; i++ {
 		if err := n.Propose(ctx, []byte{'w', byte(i)}); err != nil {
 			t.Fatal(err)
@@ -287,7 +282,7 @@ func TestConcurrentReadsOnEveryMemberAreAnsweredWithoutRetry(t *testing.T) {
 	if lead := c.agreedLeader(t); lead != 1 {
 		t.Fatalf("leader %x, want 1", lead)
 	}
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 	// One read per member first: the leader has then committed in its
 	// term (it postpones ReadIndex until then) and every member has a
 	// round behind it, so the next rounds are alike on all members.
@@ -305,7 +300,7 @@ func TestConcurrentReadsOnEveryMemberAreAnsweredWithoutRetry(t *testing.T) {
 		// context as it receives the request; both followers' answers
 		// are held, so the request stays pending at the leader. (Answers
 		// to the warm-up reads' heartbeats may be held too.)
-		waitFor(t, fmt.Sprintf("member %d's request to be pending at the leader", id),
+		raftkit.WaitFor(t, fmt.Sprintf("member %d's request to be pending at the leader", id),
 			func() bool { return gate.heldFor(id) == 2 })
 	}
 	gate.open()

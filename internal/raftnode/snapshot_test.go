@@ -13,23 +13,25 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // persistentSM is a fakeSM whose images persist in place, like a state
 // machine on the RocksDB engine. Its state lives in the test process, so
 // "the engine" survives a node restart as long as the test reuses it.
 type persistentSM struct {
-	*fakeSM
+	*raftkit.StateMachine
 	persists atomic.Int64
 	// persistGate, if set, holds every Persist until it is closed, so
 	// that a test can keep a snapshot in flight.
 	persistGate chan struct{}
 }
 
-func newPersistentSM() *persistentSM { return &persistentSM{fakeSM: newFakeSM()} }
+func newPersistentSM() *persistentSM { return &persistentSM{StateMachine: raftkit.New()} }
 
 func (s *persistentSM) Snapshot() (Image, error) {
-	img, err := s.fakeSM.Snapshot()
+	img, err := s.StateMachine.Snapshot()
 	return persistentImage{Image: img, sm: s}, err
 }
 
@@ -79,9 +81,9 @@ func TestInPlaceSnapshotsWriteMarkersAndRestartWithoutRestore(t *testing.T) {
 	sm := newPersistentSM()
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
-	for i, p := range payloadRange("s", 0, 300) {
+	for i, p := range raftkit.PayloadRange("s", 0, 300) {
 		proposeAll(t, n, []string{p})
-		sm.waitPayloads(t, i+1)
+		sm.WaitPayloads(t, i+1)
 	}
 	n.Stop()
 
@@ -100,11 +102,9 @@ func TestInPlaceSnapshotsWriteMarkersAndRestartWithoutRestore(t *testing.T) {
 	n2 := mustStart(t, cfg, sm)
 	waitLeader(t, n2)
 	proposeAll(t, n2, []string{"tail"})
-	sm.waitPayloads(t, 301)
-	sm.check(t)
-	sm.mu.Lock()
-	restores := sm.restores
-	sm.mu.Unlock()
+	sm.WaitPayloads(t, 301)
+	sm.Check(t)
+	restores := sm.Restores()
 	if restores != 0 {
 		t.Fatalf("state machine restored %d times; in-place snapshots have no image to restore", restores)
 	}
@@ -141,14 +141,14 @@ func TestLaggingFollowerGetsFullImageFromInPlaceLeader(t *testing.T) {
 	lagging := c.follower(lead)
 	net.isolate(lagging, true)
 
-	proposeAll(t, nodes[lead], payloadRange("p", 0, 200))
-	sms[lead].waitPayloads(t, 200)
+	proposeAll(t, nodes[lead], raftkit.PayloadRange("p", 0, 200))
+	sms[lead].WaitPayloads(t, 200)
 	laggingNext := sms[lagging].AppliedIndex() + 1
-	waitFor(t, "leader to compact past the lagging member", func() bool {
+	raftkit.WaitFor(t, "leader to compact past the lagging member", func() bool {
 		first, err := nodes[lead].storage.FirstIndex()
 		return err == nil && first > laggingNext
 	})
-	waitFor(t, "the leader's snapshot in flight to finish", func() bool { return !nodes[lead].snapshotting.Load() })
+	raftkit.WaitFor(t, "the leader's snapshot in flight to finish", func() bool { return !nodes[lead].snapshotting.Load() })
 	if markers, full := snapshotKinds(t, nodes[lead]); markers == 0 || full != 0 {
 		t.Fatalf("leader has %d marker and %d full snapshot files before any follower needed one, want only markers", markers, full)
 	}
@@ -157,15 +157,13 @@ func TestLaggingFollowerGetsFullImageFromInPlaceLeader(t *testing.T) {
 	// write a full image and send it.
 	net.isolate(lagging, false)
 	sm := sms[lagging]
-	sm.waitPayloads(t, 200)
-	sm.check(t)
-	sm.mu.Lock()
-	restores := sm.restores
-	sm.mu.Unlock()
+	sm.WaitPayloads(t, 200)
+	sm.Check(t)
+	restores := sm.Restores()
 	if restores == 0 {
 		t.Fatal("lagging member caught up without a snapshot; the test did not exercise the install path")
 	}
-	if got, want := strings.Join(sm.payloads(), ","), strings.Join(sms[lead].payloads(), ","); got != want {
+	if got, want := strings.Join(sm.Payloads(), ","), strings.Join(sms[lead].Payloads(), ","); got != want {
 		t.Fatal("lagging member's state differs from the leader's")
 	}
 	if _, full := snapshotKinds(t, nodes[lead]); full == 0 {
@@ -219,7 +217,7 @@ func TestInspectSnapshotTellsMarkersFromImages(t *testing.T) {
 	if err != nil || !inEngine {
 		t.Fatalf("marker file: inEngine %v, err %v", inEngine, err)
 	}
-	if _, err := snaps.Save(snapshotAt(8).Metadata, fakeImage{data: []byte(strings.Repeat("x", len(inPlaceMarker)))}); err != nil {
+	if _, err := snaps.Save(snapshotAt(8).Metadata, raftkit.ImageBytes(strings.Repeat("x", len(inPlaceMarker)))); err != nil {
 		t.Fatal(err)
 	}
 	if _, inEngine, err := n.inspectSnapshot(raftsnap.Ref{Term: 1, Index: 8}); err != nil || inEngine {
@@ -238,7 +236,7 @@ func TestMemberAddedAfterSnapshotCatchesUp(t *testing.T) {
 	ids := []uint64{1, 2, 3, 4}
 	net := newMemNetwork(t, ids...)
 	nodes := map[uint64]*Node{}
-	sms := map[uint64]*fakeSM{}
+	sms := map[uint64]*raftkit.StateMachine{}
 	start := func(id uint64, join bool) {
 		cfg := testConfig(t, t.TempDir())
 		cfg.ID = id
@@ -252,7 +250,7 @@ func TestMemberAddedAfterSnapshotCatchesUp(t *testing.T) {
 		cfg.ElectionTicks = 50 // see startCluster
 		cfg.SnapshotCount = 30
 		cfg.SnapshotCatchUpEntries = 5
-		sms[id] = newFakeSM()
+		sms[id] = raftkit.New()
 		nodes[id] = mustStart(t, cfg, sms[id])
 		net.attach(nodes[id])
 	}
@@ -261,24 +259,24 @@ func TestMemberAddedAfterSnapshotCatchesUp(t *testing.T) {
 	}
 	c := &testCluster{net: net, nodes: map[uint64]*Node{1: nodes[1], 2: nodes[2], 3: nodes[3]}}
 	lead := c.agreedLeader(t)
-	proposeAll(t, nodes[lead], payloadRange("p", 0, 100))
-	sms[lead].waitPayloads(t, 100)
-	waitFor(t, "the leader to compact its log", func() bool {
+	proposeAll(t, nodes[lead], raftkit.PayloadRange("p", 0, 100))
+	sms[lead].WaitPayloads(t, 100)
+	raftkit.WaitFor(t, "the leader to compact its log", func() bool {
 		first, err := nodes[lead].storage.FirstIndex()
 		return err == nil && first > 1 && !nodes[lead].snapshotting.Load()
 	})
 
 	cc := raftpb.ConfChange{Type: raftpb.ConfChangeAddLearnerNode, NodeID: 4}
-	if err := nodes[lead].ProposeConfChange(testContext(t), cc); err != nil {
+	if err := nodes[lead].ProposeConfChange(raftkit.Context(t), cc); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the leader to apply the new member", func() bool {
+	raftkit.WaitFor(t, "the leader to apply the new member", func() bool {
 		return slices.Contains(nodes[lead].Status().Learners, 4)
 	})
 	start(4, true)
-	sms[4].waitPayloads(t, 100)
-	sms[4].check(t)
-	if got, want := strings.Join(sms[4].payloads(), ","), strings.Join(sms[lead].payloads(), ","); got != want {
+	sms[4].WaitPayloads(t, 100)
+	sms[4].Check(t)
+	if got, want := strings.Join(sms[4].Payloads(), ","), strings.Join(sms[lead].Payloads(), ","); got != want {
 		t.Fatal("new member's state differs from the leader's")
 	}
 }
@@ -286,17 +284,17 @@ func TestMemberAddedAfterSnapshotCatchesUp(t *testing.T) {
 // paddedSM is a fakeSM whose images carry pad extra bytes, standing for
 // a large store that cannot persist in place (the memory engine).
 type paddedSM struct {
-	*fakeSM
+	*raftkit.StateMachine
 	pad int
 }
 
 func (s paddedSM) Snapshot() (Image, error) {
-	img, err := s.fakeSM.Snapshot()
+	img, err := s.StateMachine.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	data := img.(fakeImage).data
-	return fakeImage{data: append(data[:len(data):len(data)], make([]byte, s.pad)...)}, nil
+	data := []byte(img.(raftkit.ImageBytes))
+	return raftkit.ImageBytes(append(data[:len(data):len(data)], make([]byte, s.pad)...)), nil
 }
 
 // TestFullImagesWaitForAQuarterOfTheirSizeInLog: after a full image of S
@@ -307,14 +305,14 @@ func TestFullImagesWaitForAQuarterOfTheirSizeInLog(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.SnapshotCount = 20
 	cfg.SnapshotCatchUpEntries = 5
-	sm := paddedSM{fakeSM: newFakeSM(), pad: pad}
+	sm := paddedSM{StateMachine: raftkit.New(), pad: pad}
 	n := mustStart(t, cfg, sm)
 	waitLeader(t, n)
 	// 200 small entries: only the first SnapshotCount of them may take
 	// a snapshot, the rest hold far less than pad/4 bytes.
-	for i, p := range payloadRange("s", 0, 200) {
+	for i, p := range raftkit.PayloadRange("s", 0, 200) {
 		proposeAll(t, n, []string{p})
-		sm.waitPayloads(t, i+1)
+		sm.WaitPayloads(t, i+1)
 	}
 	n.snapshotWG.Wait()
 	if _, full := snapshotKinds(t, n); full != 1 {
@@ -324,7 +322,7 @@ func TestFullImagesWaitForAQuarterOfTheirSizeInLog(t *testing.T) {
 	big := strings.Repeat("x", 1<<10)
 	for i := range pad / fullImageLogFraction / len(big) * 2 {
 		proposeAll(t, n, []string{fmt.Sprintf("%s%04d", big, i)})
-		sm.waitPayloads(t, 201+i)
+		sm.WaitPayloads(t, 201+i)
 	}
 	n.Stop()
 	if _, full := snapshotKinds(t, n); full < 2 {

@@ -9,6 +9,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // countingRaft counts stepped messages and signals every 256.
@@ -48,7 +50,7 @@ func BenchmarkStreamMessages(b *testing.B) {
 			for i := range msgs {
 				msgs[i] = appMsg(1, 2, uint64(i), data)
 			}
-			deadline := time.NewTimer(testTimeout)
+			deadline := time.NewTimer(raftkit.Timeout)
 			defer deadline.Stop()
 			wait := func(target int64) {
 				for counter.n.Load() < target {

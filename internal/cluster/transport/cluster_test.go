@@ -1,12 +1,8 @@
 package transport
 
 import (
-	"bytes"
-	"encoding/gob"
 	"fmt"
-	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +13,8 @@ import (
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/raftnode"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // These tests run three real raftnode members wired by the transport over
@@ -24,107 +22,6 @@ import (
 // member can be cut off or stalled.
 
 var _ raftnode.Transport = (*Transport)(nil)
-
-// fakeSM is an ordered list of applied payloads with gob snapshots.
-type fakeSM struct {
-	mu       sync.Mutex
-	state    smState
-	restores int
-	changed  chan struct{}
-}
-
-type smState struct {
-	Applied  uint64
-	Payloads []string
-}
-
-func newFakeSM() *fakeSM { return &fakeSM{changed: make(chan struct{})} }
-
-func (s *fakeSM) AppliedIndex() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state.Applied
-}
-
-func (s *fakeSM) Apply(ents []raftpb.Entry) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range ents {
-		s.state.Applied = e.Index
-		if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
-			s.state.Payloads = append(s.state.Payloads, string(e.Data))
-		}
-	}
-	s.notifyLocked()
-	return nil
-}
-
-func (s *fakeSM) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
-
-type smImage struct{ data []byte }
-
-func (i smImage) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(i.data)
-	return int64(n), err
-}
-func (smImage) Release() {}
-
-func (s *fakeSM) Snapshot() (raftnode.Image, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(s.state); err != nil {
-		return nil, err
-	}
-	return smImage{data: buf.Bytes()}, nil
-}
-
-func (s *fakeSM) Restore(r io.Reader, meta raftpb.SnapshotMetadata) error {
-	var st smState
-	if err := gob.NewDecoder(r).Decode(&st); err != nil {
-		return fmt.Errorf("decode state: %w", err)
-	}
-	if _, err := io.Copy(io.Discard, r); err != nil { // lets the reader verify its checksum
-		return err
-	}
-	if st.Applied != meta.Index {
-		return fmt.Errorf("image holds index %d, metadata says %d", st.Applied, meta.Index)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.state = st
-	s.restores++
-	s.notifyLocked()
-	return nil
-}
-
-func (s *fakeSM) payloads() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.state.Payloads...)
-}
-
-func (s *fakeSM) waitPayloads(t testing.TB, n int) {
-	t.Helper()
-	deadline := time.NewTimer(testTimeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		have, ch := len(s.state.Payloads), s.changed
-		s.mu.Unlock()
-		if have >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %d payloads (have %d)", n, have)
-		}
-	}
-}
 
 // timedTransport records the longest Send: raft's loop calls it, so it
 // must never block.
@@ -148,7 +45,7 @@ func (tt *timedTransport) Send(msgs []raftpb.Message) {
 type raftCluster struct {
 	ids     []uint64
 	nodes   map[uint64]*raftnode.Node
-	sms     map[uint64]*fakeSM
+	sms     map[uint64]*raftkit.StateMachine
 	trs     map[uint64]*timedTransport
 	regs    map[uint64]*prometheus.Registry
 	proxies map[[2]uint64]*proxy // by (from, to)
@@ -159,7 +56,7 @@ func startRaftCluster(t *testing.T, tweakNode func(*raftnode.Config), tweakTrans
 	c := &raftCluster{
 		ids:     []uint64{1, 2, 3},
 		nodes:   map[uint64]*raftnode.Node{},
-		sms:     map[uint64]*fakeSM{},
+		sms:     map[uint64]*raftkit.StateMachine{},
 		trs:     map[uint64]*timedTransport{},
 		regs:    map[uint64]*prometheus.Registry{},
 		proxies: map[[2]uint64]*proxy{},
@@ -208,11 +105,15 @@ func startRaftCluster(t *testing.T, tweakNode func(*raftnode.Config), tweakTrans
 		if tweakNode != nil {
 			tweakNode(&cfg)
 		}
-		c.sms[id] = newFakeSM()
-		n, err := raftnode.Start(cfg, c.sms[id])
+		sm := raftkit.New()
+		c.sms[id] = sm
+		n, err := raftnode.Start(cfg, sm)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Cleanups run last first: the member stops, then its state
+		// machine is checked.
+		t.Cleanup(func() { sm.Check(t) })
 		t.Cleanup(n.Stop)
 		c.nodes[id] = n
 	}
@@ -222,19 +123,7 @@ func startRaftCluster(t *testing.T, tweakNode func(*raftnode.Config), tweakTrans
 // agreedLeader waits until every member names the same leader.
 func (c *raftCluster) agreedLeader(t *testing.T) uint64 {
 	t.Helper()
-	var lead uint64
-	waitFor(t, "members to agree on a leader", func() bool {
-		lead = 0
-		for _, n := range c.nodes {
-			l := n.Status().Leader
-			if l == raft.None || (lead != 0 && l != lead) {
-				return false
-			}
-			lead = l
-		}
-		return true
-	})
-	return lead
+	return raftkit.AgreedLeader(t, c.nodes, func(n *raftnode.Node) uint64 { return n.Status().Leader })
 }
 
 func (c *raftCluster) others(id uint64) []uint64 {
@@ -258,20 +147,12 @@ func (c *raftCluster) links(id uint64, fn func(*proxy)) {
 
 func propose(t *testing.T, n *raftnode.Node, payloads ...string) {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 	for _, p := range payloads {
 		if err := n.Propose(ctx, []byte(p)); err != nil {
 			t.Fatalf("propose %q: %v", p, err)
 		}
 	}
-}
-
-func payloadRange(prefix string, from, to int) []string {
-	var out []string
-	for i := from; i < to; i++ {
-		out = append(out, fmt.Sprintf("%s-%05d", prefix, i))
-	}
-	return out
 }
 
 // counterSum adds up every series of a counter family.
@@ -313,14 +194,14 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 func TestRaftClusterElectsAndReplicates(t *testing.T) {
 	c := startRaftCluster(t, nil, nil)
 	lead := c.agreedLeader(t)
-	propose(t, c.nodes[lead], payloadRange("l", 0, 100)...)
+	propose(t, c.nodes[lead], raftkit.PayloadRange("l", 0, 100)...)
 	// A follower's proposals travel to the leader as MsgProp.
 	follower := c.others(lead)[0]
-	propose(t, c.nodes[follower], payloadRange("f", 0, 20)...)
+	propose(t, c.nodes[follower], raftkit.PayloadRange("f", 0, 20)...)
 	want := ""
 	for _, id := range c.ids {
-		c.sms[id].waitPayloads(t, 120)
-		got := strings.Join(c.sms[id].payloads(), ",")
+		c.sms[id].WaitPayloads(t, 120)
+		got := strings.Join(c.sms[id].Payloads(), ",")
 		if want == "" {
 			want = got
 		} else if got != want {
@@ -332,7 +213,7 @@ func TestRaftClusterElectsAndReplicates(t *testing.T) {
 			t.Fatalf("member %d has active peers %v", id, got)
 		}
 		for _, o := range c.others(id) {
-			waitFor(t, "a probe round trip", func() bool {
+			raftkit.WaitFor(t, "a probe round trip", func() bool {
 				st, _ := c.trs[id].PeerStatus(o)
 				return st.RoundTrip > 0
 			})
@@ -340,7 +221,7 @@ func TestRaftClusterElectsAndReplicates(t *testing.T) {
 	}
 	// Every payload went to both followers.
 	payloadBytes := 0
-	for _, p := range c.sms[lead].payloads() {
+	for _, p := range c.sms[lead].Payloads() {
 		payloadBytes += len(p)
 	}
 	reg := c.regs[lead]
@@ -364,32 +245,30 @@ func TestIsolatedFollowerCatchesUpBySnapshot(t *testing.T) {
 	lagging := c.others(lead)[0]
 	c.links(lagging, func(px *proxy) { px.setCut(true) })
 
-	propose(t, c.nodes[lead], payloadRange("p", 0, 200)...)
-	c.sms[lead].waitPayloads(t, 200)
+	propose(t, c.nodes[lead], raftkit.PayloadRange("p", 0, 200)...)
+	c.sms[lead].WaitPayloads(t, 200)
 	// Wait until the leader's log no longer holds what the lagging member
 	// needs: the log is compacted behind a snapshot (after its file is
 	// saved), well past the lagging member's applied index (its log may
 	// hold the new leader's entry, sent before the cut, unapplied).
 	laggingApplied := c.sms[lagging].AppliedIndex()
-	waitFor(t, "leader to compact past the lagging member", func() bool {
+	raftkit.WaitFor(t, "leader to compact past the lagging member", func() bool {
 		return c.nodes[lead].FirstLogIndex() > laggingApplied+10
 	})
 
 	c.links(lagging, func(px *proxy) { px.setCut(false) })
-	c.sms[lagging].waitPayloads(t, 200)
+	c.sms[lagging].WaitPayloads(t, 200)
 	sm := c.sms[lagging]
-	sm.mu.Lock()
-	restores := sm.restores
-	sm.mu.Unlock()
+	restores := sm.Restores()
 	if restores == 0 {
 		t.Fatal("lagging member caught up without a snapshot; the snapshot path was not exercised")
 	}
-	if got, want := strings.Join(sm.payloads(), ","), strings.Join(c.sms[lead].payloads(), ","); got != want {
+	if got, want := strings.Join(sm.Payloads(), ","), strings.Join(c.sms[lead].Payloads(), ","); got != want {
 		t.Fatal("lagging member's state differs from the leader's")
 	}
 	// Both ends record the transfer once it is acknowledged, which can be
 	// after the follower already applied it.
-	waitFor(t, "snapshot durations recorded", func() bool {
+	raftkit.WaitFor(t, "snapshot durations recorded", func() bool {
 		return histogramCount(t, c.regs[lagging], "etcd_network_snapshot_receive_total_duration_seconds") > 0 &&
 			histogramCount(t, c.regs[lead], "etcd_network_snapshot_send_total_duration_seconds") > 0
 	})
@@ -401,7 +280,7 @@ func TestIsolatedFollowerCatchesUpBySnapshot(t *testing.T) {
 		t.Fatalf("received snapshot file invalid: %v", err)
 	}
 	propose(t, c.nodes[lead], "after-catch-up")
-	c.sms[lagging].waitPayloads(t, 201)
+	c.sms[lagging].WaitPayloads(t, 201)
 }
 
 // TestStalledFollowerDoesNotBlockTheMajority stalls one follower (its
@@ -418,7 +297,7 @@ func TestStalledFollowerDoesNotBlockTheMajority(t *testing.T) {
 	stalled, healthy := others[0], others[1]
 	propose(t, c.nodes[lead], "before-stall")
 	for _, id := range c.ids {
-		c.sms[id].waitPayloads(t, 1)
+		c.sms[id].WaitPayloads(t, 1)
 	}
 	c.links(stalled, func(px *proxy) { px.setPaused(true) })
 
@@ -438,12 +317,12 @@ func TestStalledFollowerDoesNotBlockTheMajority(t *testing.T) {
 		propose(t, c.nodes[lead], ps...)
 		proposed += len(ps)
 		// Commits go on through the healthy follower.
-		c.sms[healthy].waitPayloads(t, proposed)
+		c.sms[healthy].WaitPayloads(t, proposed)
 	}
 	propose(t, c.nodes[lead], "after-overflow")
 	proposed++
-	c.sms[lead].waitPayloads(t, proposed)
-	c.sms[healthy].waitPayloads(t, proposed)
+	c.sms[lead].WaitPayloads(t, proposed)
+	c.sms[healthy].WaitPayloads(t, proposed)
 	longest := time.Duration(c.trs[lead].longest.Load())
 	t.Logf("%d proposals committed while a follower stalled; longest Send %v", proposed, longest)
 	if longest > 2*time.Second {
@@ -451,5 +330,5 @@ func TestStalledFollowerDoesNotBlockTheMajority(t *testing.T) {
 	}
 
 	c.links(stalled, func(px *proxy) { px.setPaused(false) })
-	c.sms[stalled].waitPayloads(t, proposed)
+	c.sms[stalled].WaitPayloads(t, proposed)
 }

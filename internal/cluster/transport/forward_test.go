@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 func mustRegister(t *testing.T, tr *Transport, method string, h ForwardHandler) {
@@ -24,7 +26,7 @@ func TestForwardRoundTripAndErrors(t *testing.T) {
 	a := startMember(t, 1, 0xc1, small)
 	b := startMember(t, 2, 0xc1, small)
 	connect(t, a, b)
-	ctx := testContext(t)
+	ctx := raftkit.Context(t)
 
 	mustRegister(t, b.tr, "echo", func(_ context.Context, req []byte) ([]byte, error) {
 		return append([]byte("echo:"), req...), nil
@@ -93,14 +95,14 @@ func TestForwardRespectsDeadlineAndCancel(t *testing.T) {
 	})
 
 	// The caller's deadline travels with the request.
-	ctx, cancel := context.WithTimeout(testContext(t), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(raftkit.Context(t), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := a.tr.Forward(ctx, 2, "wait", nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("forward past its deadline: %v", err)
 	}
-	if took := time.Since(start); took > testTimeout/2 {
+	if took := time.Since(start); took > raftkit.Timeout/2 {
 		t.Fatalf("forward returned %v after a 300ms deadline", took)
 	}
 	receive(t, "handler call", entered)

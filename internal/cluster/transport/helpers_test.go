@@ -19,25 +19,11 @@ import (
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/host/tlsutil"
 
-	"github.com/metastore-io/metastore/test/testutil"
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
-// testTimeout bounds every wait; generous for a loaded 2-core machine
+// raftkit.Timeout bounds every wait; generous for a loaded 2-core machine
 // under -race.
-const testTimeout = 30 * time.Second
-
-func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor polls cond until it holds or the test deadline passes, for
-// state that has no event to wait on.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, testTimeout, what, cond)
-}
 
 // logCapture keeps a test's log lines, lets the test wait for one, and
 // prints them all if the test fails.
@@ -70,7 +56,7 @@ func (lc *logCapture) Write(p []byte) (int, error) {
 // waitFor blocks until a logged line contains every one of parts.
 func (lc *logCapture) waitFor(t testing.TB, parts ...string) string {
 	t.Helper()
-	deadline := time.NewTimer(testTimeout)
+	deadline := time.NewTimer(raftkit.Timeout)
 	defer deadline.Stop()
 	for {
 		lc.mu.Lock()
@@ -155,7 +141,7 @@ func (f *fakeRaft) ReportSnapshot(id uint64, status raft.SnapshotStatus) {
 // test deadline passes.
 func (f *fakeRaft) waitUntil(t testing.TB, what string, cond func(f *fakeRaft) bool) {
 	t.Helper()
-	deadline := time.NewTimer(testTimeout)
+	deadline := time.NewTimer(raftkit.Timeout)
 	defer deadline.Stop()
 	for {
 		f.mu.Lock()
@@ -281,7 +267,7 @@ func connect(t testing.TB, a, b *member) {
 
 func waitActive(t testing.TB, tr *Transport, id uint64) {
 	t.Helper()
-	waitFor(t, "stream to "+idString(id), func() bool {
+	raftkit.WaitFor(t, "stream to "+idString(id), func() bool {
 		st, ok := tr.PeerStatus(id)
 		return ok && st.Active
 	})
@@ -434,7 +420,7 @@ func (ri readerImage) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, ri
 // receive waits for a value on ch until the test deadline.
 func receive[T any](t testing.TB, what string, ch <-chan T) T {
 	t.Helper()
-	timer := time.NewTimer(testTimeout)
+	timer := time.NewTimer(raftkit.Timeout)
 	defer timer.Stop()
 	select {
 	case v := <-ch:

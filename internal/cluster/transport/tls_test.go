@@ -10,6 +10,8 @@ import (
 
 	"github.com/metastore-io/metastore/internal/host/tlsutil"
 	"github.com/metastore-io/metastore/test/framework"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 // peerTLS returns a tweak giving a member peer mutual TLS with pair.
@@ -44,7 +46,7 @@ func TestTLSPeersExchangeMessagesAndForwards(t *testing.T) {
 	a.tr.Send(batch)
 	b.raft.waitUntil(t, "every message", func(f *fakeRaft) bool { return len(f.steps) >= total })
 	mustRegister(t, b.tr, "echo", func(_ context.Context, req []byte) ([]byte, error) { return req, nil })
-	resp, err := a.tr.Forward(testContext(t), 2, "echo", []byte("over tls"))
+	resp, err := a.tr.Forward(raftkit.Context(t), 2, "echo", []byte("over tls"))
 	if err != nil || !bytes.Equal(resp, []byte("over tls")) {
 		t.Fatalf("forward over TLS: %q, %v", resp, err)
 	}

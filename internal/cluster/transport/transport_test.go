@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
+
+	"github.com/metastore-io/metastore/test/raftkit"
 )
 
 func appMsg(from, to, index uint64, data []byte) raftpb.Message {
@@ -121,7 +123,7 @@ func TestStalledPeerDoesNotBlockSendOrOthers(t *testing.T) {
 
 	// Once the peer reads again, the stream resumes.
 	px.setPaused(false)
-	waitFor(t, "a new message through the resumed stream", func() bool {
+	raftkit.WaitFor(t, "a new message through the resumed stream", func() bool {
 		a.tr.Send([]raftpb.Message{{Type: raftpb.MsgHeartbeat, From: 1, To: 2, Commit: 424242}})
 		for _, m := range b.raft.stepped() {
 			if m.Type == raftpb.MsgHeartbeat && m.Commit == 424242 {
@@ -148,7 +150,7 @@ func TestClusterMismatchRefused(t *testing.T) {
 	if len(b.raft.stepped()) != 0 {
 		t.Fatal("a message crossed clusters")
 	}
-	_, err := a.tr.Forward(testContext(t), 2, "echo", nil)
+	_, err := a.tr.Forward(raftkit.Context(t), 2, "echo", nil)
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "belongs to cluster bb, expected aa") {
 		t.Fatalf("forward across clusters: %v", err)
 	}
@@ -159,7 +161,7 @@ func TestUnknownAndRemovedSendersRefused(t *testing.T) {
 	b := startMember(t, 2, 0xc1, nil)
 	mustAddPeer(t, a.tr, 2, b.url)
 	b.logs.waitFor(t, "member 1 is not a known member of cluster c1")
-	waitFor(t, "refusal recorded", func() bool {
+	raftkit.WaitFor(t, "refusal recorded", func() bool {
 		st, _ := a.tr.PeerStatus(2)
 		return strings.Contains(st.LastError, "403")
 	})
@@ -172,7 +174,7 @@ func TestUnknownAndRemovedSendersRefused(t *testing.T) {
 	b.tr.RemovePeer(1)
 	// The open stream is closed and reconnecting is refused for good.
 	b.logs.waitFor(t, "member 1 was removed from cluster c1")
-	waitFor(t, "removal noticed by the removed member", func() bool {
+	raftkit.WaitFor(t, "removal noticed by the removed member", func() bool {
 		st, _ := a.tr.PeerStatus(2)
 		return !st.Active && strings.Contains(st.LastError, "removed from the cluster")
 	})
@@ -192,7 +194,7 @@ func TestUpdatePeerMovesTheStream(t *testing.T) {
 	if err := a.tr.UpdatePeer(2, []string{newPath.url()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stream over the new URL", func() bool {
+	raftkit.WaitFor(t, "stream over the new URL", func() bool {
 		st, _ := a.tr.PeerStatus(2)
 		return st.Active && newPath.acceptCount() > 0
 	})
@@ -246,7 +248,7 @@ func TestSnapshotStreamedWithImage(t *testing.T) {
 		if !bytes.Equal(got, image) {
 			t.Fatalf("raft stepped the MsgSnap before the image (%d bytes of %d) was stored", len(got), len(image))
 		}
-	case <-testContext(t).Done():
+	case <-raftkit.Context(t).Done():
 		t.Fatal("snapshot never stepped")
 	}
 	a.raft.waitUntil(t, "snapshot report", func(f *fakeRaft) bool { return len(f.snapReports) > 0 })
@@ -269,7 +271,7 @@ func TestStopIsIdempotentAndFinal(t *testing.T) {
 	connect(t, a, b)
 	b.tr.Stop()
 	b.tr.Stop()
-	waitFor(t, "a to notice b stopped", func() bool {
+	raftkit.WaitFor(t, "a to notice b stopped", func() bool {
 		st, _ := a.tr.PeerStatus(2)
 		return !st.Active
 	})
@@ -300,7 +302,7 @@ func TestRaftTrafficRefusedUntilAttached(t *testing.T) {
 	b := startMember(t, 2, 0xc1, func(c *Config) { c.Raft, c.Snapshots = nil, nil })
 	mustAddPeer(t, a.tr, 2, b.url)
 	mustAddPeer(t, b.tr, 1, a.url)
-	waitFor(t, "a 503 while member 2 is not attached", func() bool {
+	raftkit.WaitFor(t, "a 503 while member 2 is not attached", func() bool {
 		st, _ := a.tr.PeerStatus(2)
 		return strings.Contains(st.LastError, "503")
 	})

@@ -278,6 +278,14 @@ func (s *Store) open(ref Ref) (*os.File, layout, error) {
 	return f, l, nil
 }
 
+// Source is a point-in-time image of a state machine, what a snapshot file
+// carries after its header. WriteTo may run in another goroutine while the
+// state machine goes on applying; Release is called once when done.
+type Source interface {
+	WriteTo(w io.Writer) (int64, error)
+	Release()
+}
+
 // Image is an open snapshot file positioned at the state machine image.
 type Image struct {
 	Metadata raftpb.SnapshotMetadata

@@ -28,7 +28,7 @@ TEST_TIMEOUT := 20m
 # Binary under test for the end-to-end suite: metastore or etcd.
 E2E_TARGET ?= metastore
 
-.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-linearizability-long test-faults-long test-coordination-long test-linearizability-rocksdb test-overload-long fuzz bench bench-table bench-cluster lint clean
+.PHONY: help deps build build-faults tools run test test-unit test-e2e test-e2e-rocksdb test-e2e-etcd test-etcd-suites test-etcd-suites-short test-linearizability-long test-faults-long test-coordination-long test-linearizability-rocksdb test-overload-long fuzz bench bench-table bench-cluster lint clean
 
 help:
 	@echo "make deps           install missing system packages (apt-get; Debian/Ubuntu)"
@@ -36,10 +36,12 @@ help:
 	@echo "make build-faults   build $(BIN_DIR)/metastore-faults (with the disk-fault seam, for test/faults)"
 	@echo "make tools          build the reference etcd, etcdctl, etcdutl and benchmark (and etcd 3.5) into $(REF_DIR)/"
 	@echo "make run            deps + build, then run one member on 127.0.0.1:2379 (data in $(RUN_DATA_DIR))"
-	@echo "make test           deps + build + tools, then unit tests (-race) and the e2e suite"
+	@echo "make test           deps + build + tools, then unit tests (-race), the e2e suite and a subset of etcd's own suites"
 	@echo "make test-unit      unit tests with -race (everything but ./test/...)"
 	@echo "make test-e2e       e2e suite against E2E_TARGET (default metastore)"
 	@echo "make test-e2e-etcd  e2e suite against the reference etcd (validates the tests)"
+	@echo "make test-etcd-suites  etcd's own tests/common and tests/e2e (ctl, misc) against bin/metastore"
+	@echo "                    (ETCD_SUITES_TARGET=etcd: against the reference etcd; ETCD_SUITES=common|e2e-ctl|e2e-misc)"
 	@echo "make test-linearizability-long  10-minute linearizability and watch check under kill/pause/partition faults"
 	@echo "                    (LIN_ENGINE=rocksdb for the RocksDB engine)"
 	@echo "make test-faults-long  one fault for DURATION (default 10m) on ENGINE (memory|rocksdb): FAULT=kill|pause|isolate|"
@@ -105,6 +107,7 @@ test: deps build build-faults tools
 	@$(MAKE) --no-print-directory test-e2e
 	@$(MAKE) --no-print-directory test-e2e-rocksdb
 	@$(MAKE) --no-print-directory test-linearizability-rocksdb
+	@$(MAKE) --no-print-directory test-etcd-suites-short
 
 test-unit:
 	pkgs="$$($(GO) list ./... | { grep -v '/test/' || true; })"; \
@@ -122,6 +125,20 @@ test-e2e-rocksdb:
 
 test-e2e-etcd: tools
 	E2E_TARGET=etcd $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
+
+# etcd's own suites (go.etcd.io/etcd/tests/v3 at the reference binaries'
+# version, tools/etcdtests) against bin/metastore, or against the
+# reference etcd with ETCD_SUITES_TARGET=etcd; scripts/etcd-suites.sh says
+# how, test/etcdsuites/known-failures.txt what fails and why. Each suite
+# prints its leaf counts; an unlisted failure fails the target.
+ETCD_SUITES ?= common e2e-ctl e2e-misc
+test-etcd-suites: build tools
+	scripts/etcd-suites.sh $(ETCD_SUITES)
+
+# The subset make test runs (scripts/etcd-suites.sh -short).
+test-etcd-suites-short: build tools
+	cd tools/etcdtests && $(GO) test -count=1 ./summarize
+	scripts/etcd-suites.sh -short -timeout 10m common e2e-ctl e2e-misc
 
 # make test runs the linearizability and watch check under all its faults
 # (test/linearizability/doc.go; the disk faults included, diskfull only as

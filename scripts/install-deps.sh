@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages MetaStore needs to build and test on
 # Debian/Ubuntu: a C toolchain for cgo (go test -race and the RocksDB
-# engine) and RocksDB with the compression libraries it links against.
+# engine), RocksDB with the compression libraries it links against, and
+# what etcd's own suites (scripts/etcd-suites.sh) call.
 #
 # Idempotent: it asks dpkg first and only runs apt-get (update + install)
 # when something is missing. On systems without apt it lists the packages
@@ -11,6 +12,9 @@ set -euo pipefail
 packages=(
 	gcc g++ pkg-config
 	librocksdb-dev libsnappy-dev zlib1g-dev libbz2-dev liblz4-dev libzstd-dev
+	# scripts/etcd-suites.sh: unshare (util-linux) and ip (iproute2) for
+	# its network namespaces, curl for etcd's curl tests.
+	util-linux iproute2 curl
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then

@@ -42,7 +42,7 @@ var noEffectReasons = map[string]string{
 	"warning-apply-duration":               "MetaStore exports apply latency as a metric instead of logging slow applies",
 	"warning-unary-request-duration":       "MetaStore exports request latency as a metric instead of logging slow requests",
 	"bootstrap-defrag-threshold-megabytes": "there is no bbolt file to defragment at start; the RocksDB engine compacts in the background",
-	"downgrade-check-time":                 "MetaStore does not implement etcd's cluster downgrade",
+	"downgrade-check-time":                 "etcd checks this often whether every member runs a downgrade's target version, to end the job; a MetaStore member always runs as etcd 3.6, so a job ends only by `downgrade cancel`",
 	"enable-distributed-tracing":           "MetaStore does not export OpenTelemetry traces",
 	"distributed-tracing-address":          "MetaStore does not export OpenTelemetry traces",
 	"distributed-tracing-service-name":     "MetaStore does not export OpenTelemetry traces",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -51,6 +52,10 @@ func (t *tlsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.maxVersion, "tls-max-version", tlsutil.VersionDefault, "Maximum TLS version supported by etcd. Possible values: TLS1.2, TLS1.3 (empty defers to Go).")
 }
 
+// errMissingClientTLSForMetrics is etcd's refusal of an https metrics URL
+// without a client certificate (embed.ErrMissingClientTLSInfoForMetricsURL).
+var errMissingClientTLSForMetrics = errors.New("client TLS key/cert (--cert-file, --key-file) must be provided for metrics secure url")
+
 // validate checks the TLS flags as etcd's Config.Validate does, and that
 // every https URL has a certificate to serve (or --auto-tls/--peer-auto-tls).
 func (t *tlsFlags) validate(o *options) error {
@@ -71,6 +76,13 @@ func (t *tlsFlags) validate(o *options) error {
 	for _, u := range splitURLs(o.listenClientURLs) {
 		if isTLSURL(u) && t.client.Empty() && !t.clientAutoTLS {
 			return fmt.Errorf("TLS key/cert (--cert-file, --key-file) must be provided for client url %s with HTTPS scheme", u)
+		}
+	}
+	for _, u := range o.listen.metricsURLs {
+		// etcd serves https metrics with the client certificate
+		// (embed.Etcd.createMetricsListener) and refuses without one.
+		if isTLSURL(u) && t.client.Empty() && !t.clientAutoTLS {
+			return errMissingClientTLSForMetrics
 		}
 	}
 	for _, u := range splitURLs(o.listenPeerURLs) {

@@ -64,6 +64,7 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 	if err != nil {
 		return err
 	}
+	logStarting(o, cfg.Server, logger)
 	// The member owns the listeners from here on, also if it fails to
 	// start; it serves peers at once and clients once it is ready.
 	m, err := member.Start(ctx, cfg)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -397,4 +398,66 @@ func wantServing(ctx context.Context, t *testing.T, m *rawMember, want map[strin
 		}
 		return nil
 	})
+}
+
+// TestStartingServerLogLine checks etcd's "starting an etcd server" line,
+// which tools read the effective configuration from (etcd's own test
+// framework looks for "snapshot-catchup-entries" in it): the fields carry
+// the flags' values, the deprecated spelling's included, in etcd's JSON
+// types; a restart says the member was initialized and logs no initial
+// cluster. With
+// --experimental-bootstrap-defrag-threshold-megabytes set and a data dir
+// far below it, both servers log "Skipping defragmentation".
+func TestStartingServerLogLine(t *testing.T) {
+	ctx := testContext(t, testTimeout)
+	dir := t.TempDir()
+	p := freePorts(t, 2)
+	client := fmt.Sprintf("http://127.0.0.1:%d", p[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", p[1])
+	args := append(memberFlags(dir, "m1", p[0], p[1]),
+		"--experimental-snapshot-catchup-entries=1000", "--snapshot-count=777",
+		"--experimental-bootstrap-defrag-threshold-megabytes=1000", "--v2-deprecation=gone")
+	want := map[string]string{
+		"name":                        `"m1"`,
+		"snapshot-catchup-entries":    "1000",
+		"snapshot-count":              "777",
+		"listen-client-urls":          `["` + client + `"]`,
+		"initial-advertise-peer-urls": `["` + peer + `"]`,
+		"initial-cluster":             `"m1=` + peer + `"`,
+		"initial-cluster-state":       `"new"`,
+		"heartbeat-interval":          `"100ms"`,
+		"election-timeout":            `"1s"`,
+		"quota-backend-bytes":         "2147483648",
+		"v2-deprecation":              `"write-only"`, // etcd 3.6 enforces its default
+	}
+	for _, initialized := range []string{"false", "true"} {
+		m := startRaw(t, dir, args)
+		m.waitReady(ctx, client)
+		want["member-initialized"] = initialized
+		if initialized == "true" {
+			// The restarted member's cluster comes from its log.
+			want["initial-cluster"] = `""`
+		}
+		if n := countMatching(m, "starting an etcd server", want); n != 1 {
+			t.Errorf("member-initialized=%s: %d \"starting an etcd server\" lines with %v, want 1; log:\n%s",
+				initialized, n, want, strings.Join(m.logLines(), "\n"))
+		}
+		if n := countLogLines(m, "Skipping defragmentation"); n != 1 {
+			t.Errorf("%d \"Skipping defragmentation\" lines, want 1", n)
+		}
+		if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		m.waitExit(ctx)
+	}
+}
+
+func countMatching(p *rawMember, msg string, fields map[string]string) int {
+	n := 0
+	for _, line := range p.logLines() {
+		if logLineMatches(line, msg, fields) {
+			n++
+		}
+	}
+	return n
 }

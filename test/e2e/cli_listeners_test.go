@@ -451,13 +451,3 @@ func TestStartingServerLogLine(t *testing.T) {
 		m.waitExit(ctx)
 	}
 }
-
-func countMatching(p *rawMember, msg string, fields map[string]string) int {
-	n := 0
-	for _, line := range p.logLines() {
-		if logLineMatches(line, msg, fields) {
-			n++
-		}
-	}
-	return n
-}

@@ -65,10 +65,14 @@ func waitLogLine(ctx context.Context, p *rawMember, msg string, fields map[strin
 	})
 }
 
-func countLogLines(p *rawMember, msg string) int {
+func countLogLines(p *rawMember, msg string) int { return countMatching(p, msg, nil) }
+
+// countMatching counts p's log lines with message msg whose fields hold
+// the raw JSON values of fields.
+func countMatching(p *rawMember, msg string, fields map[string]string) int {
 	n := 0
 	for _, line := range p.logLines() {
-		if logLineMatches(line, msg, nil) {
+		if logLineMatches(line, msg, fields) {
 			n++
 		}
 	}

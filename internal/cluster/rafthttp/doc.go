@@ -1,8 +1,23 @@
 // Package rafthttp holds etcd's peer protocol (etcd's
 // etcdserver/api/rafthttp), so that MetaStore members and etcd 3.5 and 3.6
-// members can exchange raft traffic in one cluster. This file set is its
-// wire layer: the two stream encodings and their limits. The HTTP side
-// (streams, pipeline, snapshots, probing) builds on it.
+// members can exchange raft traffic in one cluster. What is here so far
+// is its wire layer: the two stream encodings and their limits (codec.go),
+// and the headers every request carries with the checks a receiver makes
+// of them (headers.go). The HTTP side (streams, pipeline, snapshots,
+// probing) builds on it.
+//
+// # Headers
+//
+// Every request names its sender (X-Server-From, hex member ID), the
+// sender's etcd version and the lowest cluster version it joins
+// (X-Server-Version, X-Min-Cluster-Version), its cluster (X-Etcd-Cluster-ID)
+// and its peer URLs (X-PeerURLs). A receiver refuses a sender whose
+// major.minor version is below its own minimum cluster version, or whose
+// minimum is above its own version, with 412 and the body "incompatible
+// version"; then one of another cluster, with 412 and "cluster ID
+// mismatch". A removed sender gets 403. Between etcd 3.5, etcd 3.6 and
+// MetaStore (which says it is etcd 3.6) every pair passes the version
+// check.
 //
 // # Streams
 //

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/metastore-io/metastore/internal/cluster/rafthttp"
 )
 
 // The peer API.
@@ -52,6 +54,9 @@ func (t *Transport) newHandler() http.Handler {
 	mux.Handle("GET "+pathProbe, t.guard(func(w http.ResponseWriter, _ *http.Request, _ uint64, _ *attachment) {
 		w.WriteHeader(http.StatusNoContent)
 	}, false))
+	// etcd members probe their peers here; answering keeps an etcd member
+	// of a mixed cluster from logging this one unhealthy.
+	mux.Handle("GET "+rafthttp.ProbingPath, rafthttp.ProbingHandler())
 	return mux
 }
 

@@ -2,9 +2,11 @@ package transport
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -321,3 +323,23 @@ type attachedRaft struct {
 }
 
 func (a attachedRaft) Snapshots() *raftsnap.Store { return a.snap }
+
+// TestEtcdProbeAnswered: an etcd member of a mixed cluster probes its
+// peers at /raft/probing over HTTP/1.1 with none of this transport's
+// headers; the member answers as etcd does instead of 404.
+func TestEtcdProbeAnswered(t *testing.T) {
+	m := startMember(t, 1, 0xc1, nil)
+	req, err := http.NewRequestWithContext(raftkit.Context(t), http.MethodGet, m.url+"/raft/probing", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var health struct{ OK bool }
+	if err := json.NewDecoder(resp.Body).Decode(&health); resp.StatusCode != http.StatusOK || err != nil || !health.OK {
+		t.Fatalf("probe: %s, %+v, %v", resp.Status, health, err)
+	}
+}

@@ -451,3 +451,34 @@ func TestStartingServerLogLine(t *testing.T) {
 		m.waitExit(ctx)
 	}
 }
+
+// TestCompactionLogLine: a finished compaction is logged in etcd's words,
+// "finished scheduled compaction" with the compaction revision, which
+// operators' alerts and etcd's own e2e tests wait for.
+func TestCompactionLogLine(t *testing.T) {
+	ctx := testContext(t, testTimeout)
+	dir := t.TempDir()
+	p := freePorts(t, 2)
+	client := fmt.Sprintf("http://127.0.0.1:%d", p[0])
+	m := startRaw(t, dir, memberFlags(dir, "m1", p[0], p[1]))
+	m.waitReady(ctx, client)
+	cli := newTestClient(t, client)
+	var rev int64
+	for i := 0; i < 3; i++ {
+		resp, err := cli.Put(ctx, "k", fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = resp.Header.Revision
+	}
+	if _, err := cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"compact-revision": fmt.Sprint(rev)}
+	m.pollUntil(ctx, func(context.Context) error {
+		if countMatching(m, "finished scheduled compaction", want) != 1 {
+			return fmt.Errorf("no \"finished scheduled compaction\" line with compact-revision %d", rev)
+		}
+		return nil
+	})
+}

@@ -47,7 +47,7 @@ func (s *Server) activeSince(id uint64) time.Time {
 }
 
 // ConfigurePeerServer prepares the HTTP server of the peer listener for
-// the transport (cleartext HTTP/2 and its limits); serve PeerHandler on it.
+// the transport (HTTP/1.1, as etcd's peer listener); serve PeerHandler on it.
 func (s *Server) ConfigurePeerServer(srv *http.Server) {
 	if s.transport != nil {
 		s.transport.ConfigureServer(srv)

@@ -415,6 +415,10 @@ func (s *Server) startRaft(who identity) error {
 		Logger:    cfg.Logger,
 		Metrics:   cfg.Metrics,
 		TLS:       cfg.PeerTLS,
+		LocalURLs: cfg.PeerURLs,
+		// A member removed while it could not hear of it learns it from
+		// the first peer that refuses it, and stops, as etcd does.
+		OnRemoved: s.removedFromCluster,
 	})
 	if err != nil {
 		return fmt.Errorf("server: create peer transport: %w", err)

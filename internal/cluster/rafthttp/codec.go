@@ -61,6 +61,7 @@ type MessageDecoder struct {
 	r     io.Reader
 	limit uint64
 	hdr   [8]byte
+	block []byte // reused: Unmarshal copies what it keeps
 }
 
 // NewMessageDecoder decodes from r, refusing messages over limit bytes
@@ -76,10 +77,11 @@ func NewMessageDecoder(r io.Reader, limit uint64) *MessageDecoder {
 // io.EOF; a stream cut inside a message returns io.ErrUnexpectedEOF.
 func (d *MessageDecoder) Decode() (raftpb.Message, error) {
 	var m raftpb.Message
-	buf, err := readBlock(d.r, d.hdr[:], d.limit, nil)
+	buf, err := readBlock(d.r, d.hdr[:], d.limit, d.block)
 	if err != nil {
 		return m, err
 	}
+	d.block = keep(buf)
 	if err := m.Unmarshal(buf); err != nil {
 		return raftpb.Message{}, fmt.Errorf("rafthttp: decode message: %w", err)
 	}
@@ -168,10 +170,11 @@ func (d *AppDecoder) Decode() (raftpb.Message, error) {
 	case appFrameEntries:
 		return d.decodeEntries()
 	case appFrameMessage:
-		buf, err := readBlock(d.r, d.hdr[:], d.limit, nil)
+		buf, err := readBlock(d.r, d.hdr[:], d.limit, d.block)
 		if err != nil {
 			return raftpb.Message{}, noEOF(err)
 		}
+		d.block = keep(buf)
 		var m raftpb.Message
 		if err := m.Unmarshal(buf); err != nil {
 			return raftpb.Message{}, fmt.Errorf("rafthttp: decode msgapp message: %w", err)
@@ -195,6 +198,7 @@ func (d *AppDecoder) decodeEntries() (raftpb.Message, error) {
 		if err != nil {
 			return raftpb.Message{}, noEOF(err)
 		}
+		d.block = keep(d.block)
 		var ent raftpb.Entry
 		if err := ent.Unmarshal(d.block); err != nil {
 			return raftpb.Message{}, fmt.Errorf("rafthttp: decode entry %d of %d: %w", i+1, count, err)
@@ -253,6 +257,19 @@ func lastIndex(m *raftpb.Message) uint64 {
 		return m.Entries[n-1].Index
 	}
 	return m.Index
+}
+
+// maxKeptBlock is the largest read buffer a decoder keeps for the next
+// message; one left by a larger message is let go.
+const maxKeptBlock = 4 << 20
+
+// keep is what a decoder keeps of the buffer it just read into. The
+// slice may still be used by the caller until the next read.
+func keep(b []byte) []byte {
+	if cap(b) > maxKeptBlock {
+		return nil
+	}
+	return b
 }
 
 // grow returns b resized to n, reallocated only when too small.

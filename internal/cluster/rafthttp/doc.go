@@ -1,10 +1,11 @@
 // Package rafthttp holds etcd's peer protocol (etcd's
 // etcdserver/api/rafthttp), so that MetaStore members and etcd 3.5 and 3.6
-// members can exchange raft traffic in one cluster. What is here so far
-// is its wire layer: the two stream encodings and their limits (codec.go),
-// and the headers every request carries with the checks a receiver makes
-// of them (headers.go). The HTTP side (streams, pipeline, snapshots,
-// probing) builds on it.
+// members can exchange raft traffic in one cluster. It is the protocol's
+// wire layer: the two stream encodings and their limits (codec.go), the
+// paths (paths.go), the headers every request carries with the checks a
+// receiver makes of them (headers.go), and the answer to etcd's prober
+// (probing.go). internal/cluster/transport speaks it: the streams, the
+// pipeline, snapshots and the peers' lifecycle.
 //
 // # Headers
 //

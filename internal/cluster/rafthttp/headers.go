@@ -21,6 +21,15 @@ const (
 	HeaderRaftTo            = "X-Raft-To"             // stream requests: the member asked for
 )
 
+// The versions a MetaStore member announces to its peers: it speaks the
+// peer protocol of etcd 3.6 (pkg/etcdcompat reports the same server
+// version to clients; a test there keeps the two equal) and, as etcd 3.6,
+// joins clusters from version 3.0 on.
+const (
+	ServerVersion     = "3.6.16"
+	MinClusterVersion = "3.0.0"
+)
+
 // The refusals a peer answers 412 Precondition Failed with; the body is
 // the error's text, which the sender matches.
 var (

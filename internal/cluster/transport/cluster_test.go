@@ -18,8 +18,9 @@ import (
 )
 
 // These tests run three real raftnode members wired by the transport over
-// loopback HTTP/2, each link (from, to) through its own proxy so that a
-// member can be cut off or stalled.
+// loopback HTTP/1.1, each link (from, to) through its own proxy so that a
+// member can be cut off or stalled: the connections from dials to to's
+// URL (its readers of to's streams, its snapshots and calls).
 
 var _ raftnode.Transport = (*Transport)(nil)
 
@@ -285,8 +286,10 @@ func TestIsolatedFollowerCatchesUpBySnapshot(t *testing.T) {
 
 // TestStalledFollowerDoesNotBlockTheMajority stalls one follower (its
 // proxies stop reading, its connections stay open) and keeps proposing
-// until the leader's queue for it overflows: commits must go on through
-// the other follower, and raft's calls to Send must stay short.
+// until the leader cannot have delivered to it (its queue overflowed, or
+// far more was committed than every buffer on the way holds, so raft's
+// flow control has stopped sending): commits must go on through the other
+// follower, and raft's calls to Send must stay short.
 func TestStalledFollowerDoesNotBlockTheMajority(t *testing.T) {
 	c := startRaftCluster(t, nil, func(cfg *Config) {
 		cfg.QueueSize = 64
@@ -301,14 +304,12 @@ func TestStalledFollowerDoesNotBlockTheMajority(t *testing.T) {
 	}
 	c.links(stalled, func(px *proxy) { px.setPaused(true) })
 
+	const beyondBuffers = 48 << 20 // loopback socket buffers and the proxy's hold a few MiB
 	payload := strings.Repeat("x", 8<<10)
-	proposed := 1
-	for batch := 0; ; batch++ {
+	proposed, committedBytes := 1, 0
+	for batch := 0; committedBytes < beyondBuffers; batch++ {
 		if st, _ := c.trs[lead].PeerStatus(stalled); st.Dropped > 0 {
 			break
-		}
-		if batch == 1000 {
-			t.Fatal("the leader's queue for the stalled follower never overflowed")
 		}
 		var ps []string
 		for i := range 50 {
@@ -316,8 +317,12 @@ func TestStalledFollowerDoesNotBlockTheMajority(t *testing.T) {
 		}
 		propose(t, c.nodes[lead], ps...)
 		proposed += len(ps)
+		committedBytes += len(ps) * len(payload)
 		// Commits go on through the healthy follower.
 		c.sms[healthy].WaitPayloads(t, proposed)
+	}
+	if got := c.sms[stalled].Payloads(); len(got) >= proposed {
+		t.Fatalf("the stalled follower applied %d of %d payloads: it was not stalled", len(got), proposed)
 	}
 	propose(t, c.nodes[lead], "after-overflow")
 	proposed++

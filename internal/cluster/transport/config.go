@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/rafthttp"
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
 )
 
@@ -54,6 +55,22 @@ type Config struct {
 	// snapshot images are read from it, incoming ones saved into it.
 	Snapshots func() *raftsnap.Store
 
+	// ServerVersion and MinClusterVersion are the etcd versions this
+	// member announces to its peers (X-Server-Version,
+	// X-Min-Cluster-Version) and checks theirs against. Defaults: etcd
+	// 3.6's, rafthttp.ServerVersion and rafthttp.MinClusterVersion.
+	ServerVersion, MinClusterVersion string
+	// LocalURLs are this member's advertised peer URLs, announced in
+	// X-PeerURLs as etcd does. Optional.
+	LocalURLs []string
+
+	// OnRemoved, if set, is called once, from a transport goroutine, when
+	// a peer answers that it removed this member from the cluster (410 to
+	// a stream, 403 to a POST): etcd's rafthttp reports that to its server,
+	// which stops, so a member removed while it was cut off stops too
+	// instead of campaigning forever. It must not block.
+	OnRemoved func()
+
 	// TLS, when set, is used to dial https:// peer URLs (peer TLS); its
 	// ClientConfig is called for every new connection so that rotated
 	// certificates and CA bundles apply to it. Nil refuses https URLs.
@@ -64,9 +81,10 @@ type Config struct {
 	// HandshakeTimeout bounds how long a peer may take to accept a stream
 	// or answer a probe. Default 5s.
 	HandshakeTimeout time.Duration
-	// ConnTimeout declares a connection dead when a write makes no
-	// progress for this long, or when a ping sent after this long without
-	// traffic is not answered within it. Default 5s.
+	// ConnTimeout declares a stream dead when a write makes no progress
+	// for this long or nothing (not even a link heartbeat, sent every
+	// ConnTimeout/3) arrives for this long: etcd's ConnReadTimeout and
+	// ConnWriteTimeout. Default 5s.
 	ConnTimeout time.Duration
 	// SnapshotAckTimeout bounds how long the receiver may take, after the
 	// whole image arrived, to make it durable and hand the snapshot to
@@ -79,11 +97,12 @@ type Config struct {
 	// ProbeInterval is how often the round trip to each peer is measured.
 	// Default 5s.
 	ProbeInterval time.Duration
-	// QueueSize is how many messages may wait for one peer's stream;
-	// beyond that Send drops. Default 4096 (etcd's stream buffer).
+	// QueueSize is how many messages may wait for one peer's stream
+	// (each of its two streams); beyond that Send drops. Default 4096
+	// (etcd's stream buffer).
 	QueueSize int
-	// MaxFrameSize bounds one encoded raft message, in both directions.
-	// Default 64 MiB.
+	// MaxFrameSize bounds one raft message (and one entry) read from a
+	// stream, and one message written to it. Default 64 MiB.
 	MaxFrameSize int
 	// MaxForwardSize bounds a Forward request and its response. Default
 	// 4 MiB.
@@ -111,6 +130,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ClusterID == 0 {
 		return c, errors.New("transport: config: ClusterID must be non-zero")
+	}
+	if c.ServerVersion == "" {
+		c.ServerVersion = rafthttp.ServerVersion
+	}
+	if c.MinClusterVersion == "" {
+		c.MinClusterVersion = rafthttp.MinClusterVersion
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // connTracker remembers the connections the transport's HTTP clients
@@ -59,4 +60,26 @@ func (c *trackedConn) Close() error {
 	delete(c.tracker.conns, c)
 	c.tracker.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// deadlineConn fails a read or write that makes no progress for timeout:
+// etcd's timeout connections, which is how a stream notices a peer that
+// froze or a link that was cut without a reset.
+type deadlineConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *deadlineConn) Read(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *deadlineConn) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
 }

@@ -1,67 +1,71 @@
 // Package transport carries raft traffic between the members of one
 // cluster: message streams, snapshots, and small request/response calls
-// that followers forward to the leader. It implements raftnode.Transport,
-// in the spirit of etcd's rafthttp but with its own wire format.
+// that followers forward to the leader. It implements raftnode.Transport
+// with etcd's peer protocol (etcd's rafthttp; its wire layer is package
+// internal/cluster/rafthttp), so that the peers of a MetaStore member may
+// be MetaStore or etcd members alike.
 //
-// # Why HTTP/2 cleartext and not gRPC
+// # Why etcd's protocol between MetaStore members too
 //
-// The peer API is plain HTTP/2 over TCP with prior knowledge (h2c), from
-// net/http alone (Go >= 1.24 speaks unencrypted HTTP/2 natively). gRPC
-// would need generated service code (no protoc here) and frames every
-// message on its own (5-byte header, codec, per-message flow-control
-// accounting); with a raw HTTP/2 request body the transport decides the
-// batching itself, many raft messages per DATA frame and per write, and a
-// snapshot image is copied from its file into the request body without a
-// message layer in between. HTTP/2 still gives what raw TCP would not:
-// multiplexing (stream, probes and forwarded calls share one connection
-// per peer), flow control, liveness pings, and one listener that can
-// serve HTTP/1 endpoints too.
+// The transport used to speak a protocol of its own over cleartext
+// HTTP/2 (one multiplexed connection per peer, many messages per DATA
+// frame). It now speaks only etcd's, over HTTP/1.1: an etcd peer needs it
+// anyway, one protocol is one set of failure modes, and, measured side by
+// side (docs/performance.md, "Peer transport"), the HTTP/1.1 streams move
+// raft messages at least as fast: each message is a length and its
+// protobuf bytes on a connection of its own, read by one goroutine that
+// steps it, where HTTP/2 adds a frame reader, a serve loop and flow
+// control between the socket and raft. Nothing on the peer port speaks
+// HTTP/2, so a process's HTTP/2 debugging shows only its clients.
 //
-// # Connections and paths
+// # Paths and who dials whom
 //
-// Each member dials each peer on two HTTP/2 connections: one carries its
-// outgoing message stream, the probes and forwarded calls; the other only
-// snapshots, so that a heartbeat never waits in a TCP buffer behind an
-// image. The peer API, served by Handler under /raft/:
+// Served by Handler, on the peer listener:
 //
-//	POST /raft/stream            outgoing message stream (one per direction per peer)
-//	POST /raft/snapshot          one MsgSnap with its image
-//	POST /raft/forward/{method}  one forwarded call
-//	GET  /raft/probe             round-trip measurement
+//	GET  /raft/stream/message/<id>   stream: any message but MsgSnap, to member <id>
+//	GET  /raft/stream/msgapp/<id>    stream: MsgApp only, msgapp v2 encoding
+//	POST /raft                       one message (etcd's pipeline)
+//	POST /raft/snapshot              one MsgSnap with its state
+//	GET  /raft/probing               etcd's prober, answered to anyone
+//	POST /raft/forward/{method}      one forwarded call (MetaStore only)
 //
-// Every request carries X-Metastore-Peer-Protocol (1), X-Metastore-From
-// (sender ID), X-Metastore-To (the member it is meant for) and
-// X-Metastore-Cluster (sender's cluster ID), all IDs in hex as etcd prints
-// them. A request of another cluster is refused with 412 and the error
-// "member X belongs to cluster Y, expected Z" is logged on both sides (the
-// answer names the receiver's cluster so the sender can say which); a
-// request meant for another member gets 409 (a URL now used by someone
-// else), one from a removed member 410, from an unknown member 403.
+// A stream is opened by its reader: to hear from peer P, a member keeps a
+// GET of each kind open to P, and P writes its messages for that member
+// to the response. So a member's messages to P leave on connections P
+// dialled, and what it receives arrives on connections it dialled. Its
+// readers wait until the local raft node is attached: nothing received
+// before could be stepped.
 //
-// # Message stream
+// Every request carries etcd's headers (rafthttp.Local.SetRequestHeaders:
+// sender ID, server and minimum cluster version, cluster ID, peer URLs)
+// and X-Raft-To. A receiver refuses, as etcd does and with etcd's answer
+// bodies: incompatible versions or another cluster with 412 (logged on
+// both sides, naming the clusters: "member 1 belongs to cluster aa,
+// expected bb"); then, for a stream, a malformed or unknown sender with
+// 404 ("error sender not found"), a removed one with 410 ("removed
+// member"), one meant for another member with 412 ("to field mismatch");
+// for a POST, a removed sender with 403. Raft traffic is answered 503
+// until the node is attached, and peers retry.
 //
-// A stream is a POST whose body never ends. The receiver answers 200 at
-// once (the handshake) and then only reads; the sender treats the end of
-// that empty response as the end of the stream. The body is a sequence of
-// frames, a big-endian uint32 length then a protobuf raftpb.Message. A
-// heartbeat from member 1 to member 2 at term 5, commit 10:
+// # Message streams
 //
-//	00 00 00 14                                     length 20
-//	08 08  10 02  18 01  20 05                      type 8 (MsgHeartbeat), to 2, from 1, term 5
-//	28 00  30 00  40 0a                             logTerm 0, index 0, commit 10
-//	50 00  58 00  68 00                             reject false, rejectHint 0, vote 0 (gogo writes zero scalars)
+// The writer of a stream (serveStream) attaches itself as the peer's
+// outgoing stream of its kind, replacing an older one, answers 200 at once
+// and then writes. Send never blocks the raft loop: it copies each message
+// (the Entries slice, not the entry data, which raft never modifies) into
+// the queue of the peer's msgapp stream if it is a MsgApp and that stream
+// is open, else of its message stream, and returns. When neither is open
+// or the queue is full, the message is dropped and raft told the peer is
+// unreachable (once per Send per peer), which makes the leader probe it
+// instead of pipelining. The writer encodes what is queued, up to 64 KiB,
+// then flushes, so a burst of appends leaves in one write while a lone
+// heartbeat is not delayed; an idle stream carries a link heartbeat every
+// ConnTimeout/3. Messages still queued when a stream ends are dropped.
 //
-// Send never blocks the raft loop: it copies each message (the Entries
-// slice, not the entry data, which raft never modifies) into the peer's
-// bounded queue and returns. When the peer's stream is down or its queue
-// is full, the message is dropped and raft told the peer is unreachable
-// (once per Send per peer), which makes the leader probe it instead of
-// pipelining. A stream's body Read blocks for the first queued message,
-// then encodes every further queued one that fits; the HTTP/2 client
-// writes and flushes each Read as one DATA frame, so a burst of appends
-// leaves in one write while a lone heartbeat is not delayed. Frames over
-// MaxFrameSize are refused on both sides. Messages still queued when a
-// stream breaks are dropped.
+// A reader (runStream, one per kind per peer) decodes and steps each
+// message in order, dropping link heartbeats and anything not from the
+// peer to this member. Messages or entries over MaxFrameSize end the
+// stream; so does a damaged one.
 //
 // # Snapshots
 //
@@ -69,9 +73,11 @@
 // For a MsgSnap the sender opens the file named by the snapshot's term and
 // index (raftsnap.Store.OpenImage, which verifies it) and POSTs
 //
-//	frame(MsgSnap) | image length u64 | image bytes | crc32c(image) u32
+//	MsgSnap ("message" encoding) | image length u64 | image bytes | crc32c(image) u32
 //
-// on the snapshot connection, one snapshot per peer at a time. The
+// marked X-Metastore-Snapshot-Image: 1, one snapshot per peer at a time.
+// (An etcd member sends its bbolt database after the message instead; this
+// member refuses that with 415 until it can take etcd's state.) The
 // receiver writes the image through raftsnap.Store.Save (fsynced and
 // renamed into place; a wrong length, checksum or trailing byte fails the
 // Save and leaves no file), steps the MsgSnap only after that, and answers
@@ -85,21 +91,22 @@
 // RegisterForwardHandler and returns its answer; both are bounded by
 // MaxForwardSize. The caller's remaining time travels as
 // X-Metastore-Timeout-Us and becomes the handler's context deadline; a
-// cancelled caller resets the HTTP/2 stream, which cancels the handler's
+// cancelled caller closes the connection, which cancels the handler's
 // context. A handler error goes back as its gRPC status code
 // (X-Metastore-Error-Code) and message, so etcd's rpctypes errors survive
 // the hop.
 //
 // # Reconnection and liveness
 //
-// Each peer's stream loop reconnects after a failure with exponential
-// backoff from BackoffMin to BackoffMax, each pause drawn from the upper
-// half of the current step with a source seeded by the two member IDs,
-// trying the peer's URLs in turn. A connection that makes no write
-// progress for ConnTimeout, or does not answer a ping within ConnTimeout,
-// is closed, which ends its streams. Connect and disconnect events are
-// logged at most once per 10s per peer, with the count of those skipped.
-// A new stream from a peer replaces its previous one.
+// Each reader reconnects after a failure with exponential backoff from
+// BackoffMin to BackoffMax, each pause drawn from the upper half of the
+// current step with a source seeded by the two member IDs, the message
+// reader trying the peer's URLs in turn. A stream connection on which a
+// read or a write makes no progress for ConnTimeout (etcd's 5 s
+// ConnReadTimeout and ConnWriteTimeout) is closed, which ends the stream:
+// that is how a frozen peer or a cut link is noticed. Connect and
+// disconnect events are logged at most once per 10s per peer and kind,
+// with the count of those skipped.
 //
 // # Lifecycle
 //

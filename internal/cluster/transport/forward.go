@@ -71,7 +71,7 @@ func (t *Transport) forward(ctx context.Context, to uint64, method string, req [
 		}
 		hreq.Header.Set(hdrTimeout, strconv.FormatInt(max(left.Microseconds(), 1), 10))
 	}
-	resp, err := t.streams.Do(hreq)
+	resp, err := t.calls.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

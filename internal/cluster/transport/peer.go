@@ -18,9 +18,11 @@ import (
 // with the next log, so a flapping link does not flood the log.
 const connLogInterval = 10 * time.Second
 
-// peer is the sending side towards one remote member: a bounded queue
-// drained by the message stream, a one-slot snapshot queue with its own
-// sender, and a prober. Three goroutines, all ended by stop.
+// peer is this member's side of its link to one remote member: the
+// outgoing streams the peer opened (one per kind, each with its bounded
+// queue, written by serveStream), a reader per stream kind that this
+// member keeps open to the peer, a one-slot snapshot queue with its own
+// sender, and a prober. Four goroutines, all ended by stop.
 type peer struct {
 	t       *Transport
 	id      uint64
@@ -28,25 +30,30 @@ type peer struct {
 	log     *slog.Logger
 	metrics peerMetrics
 
-	queue chan raftpb.Message
+	// out are the outgoing streams by kind, nil while the peer has none
+	// open; Send reads them without a lock.
+	out [numStreamKinds]atomic.Pointer[outStream]
 	// snapq holds at most one snapshot: raft sends the next one to a
 	// follower only after the previous was reported.
 	snapq chan raftpb.Message
-	// redial wakes the stream loop early when the URLs change; probeNow
-	// asks for a probe as soon as a stream connects.
-	redial   chan struct{}
+	// redial wakes a reader early when the URLs change; probeNow asks for
+	// a probe as soon as the message stream's reader connects.
+	redial   [numStreamKinds]chan struct{}
 	probeNow chan struct{}
 	active   atomic.Bool
 	dropped  atomic.Uint64
+	// metastore is set once a stream to or from the peer showed it is a
+	// MetaStore member: snapshots go only to those (hdrMember).
+	metastore atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
 
 	mu           sync.Mutex
 	urls         []string
-	urlIndex     int                // the URL to use next
-	streamURL    string             // the URL of the stream being attempted or running
-	streamCancel context.CancelFunc // ends that stream
+	urlIndex     int                                // the URL to use next
+	streamURL    [numStreamKinds]string             // the URL each reader is attempting or reading
+	streamCancel [numStreamKinds]context.CancelFunc // ends that reader's stream
 	since        time.Time
 	lastErr      string
 	roundTrip    time.Duration
@@ -64,9 +71,8 @@ func newPeer(t *Transport, id uint64, urls []string) *peer {
 		label:    label,
 		log:      t.log.With("peer", label),
 		metrics:  t.metrics.forPeer(label),
-		queue:    make(chan raftpb.Message, t.cfg.QueueSize),
 		snapq:    make(chan raftpb.Message, 1),
-		redial:   make(chan struct{}, 1),
+		redial:   [numStreamKinds]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)},
 		probeNow: make(chan struct{}, 1),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -79,8 +85,10 @@ func newPeer(t *Transport, id uint64, urls []string) *peer {
 // start launches the peer's goroutines; the caller holds t.mu and has
 // checked that the transport is not stopped, so t.wg.Wait has not begun.
 func (p *peer) start() {
-	p.t.wg.Add(3)
-	go p.runStream()
+	p.t.wg.Add(2 + int(numStreamKinds))
+	for kind := range numStreamKinds {
+		go p.runStream(kind)
+	}
 	go p.runSnapshots()
 	go p.runProbes()
 }
@@ -88,10 +96,19 @@ func (p *peer) start() {
 // stop ends the peer's goroutines without waiting for them.
 func (p *peer) stop() { p.cancel() }
 
-// enqueue queues a copy of m for the stream. It fails (and counts a drop)
-// when the stream is down or the queue is full.
+// enqueue queues a copy of m for an outgoing stream: a MsgApp for the
+// msgapp stream if the peer opened one, anything for the message stream.
+// It fails (and counts a drop) when the peer has no stream open that can
+// carry m or its queue is full.
 func (p *peer) enqueue(m *raftpb.Message) bool {
-	if !p.active.Load() {
+	var out *outStream
+	if m.Type == raftpb.MsgApp {
+		out = p.out[streamMsgApp].Load()
+	}
+	if out == nil {
+		out = p.out[streamMessage].Load()
+	}
+	if out == nil {
 		p.drop()
 		return false
 	}
@@ -102,7 +119,7 @@ func (p *peer) enqueue(m *raftpb.Message) bool {
 		queued.Entries = slices.Clone(queued.Entries)
 	}
 	select {
-	case p.queue <- queued:
+	case out.msgc <- queued:
 		return true
 	default:
 		p.drop()
@@ -130,19 +147,6 @@ func (p *peer) drop() {
 	p.metrics.dropped.Inc()
 }
 
-// dropQueued empties the queue after the stream ended: what is left was
-// meant for a connection that is gone, and raft resends what matters.
-func (p *peer) dropQueued() {
-	for {
-		select {
-		case <-p.queue:
-			p.drop()
-		default:
-			return
-		}
-	}
-}
-
 func (p *peer) setActive(active bool) {
 	if p.active.Swap(active) == active {
 		return
@@ -164,7 +168,7 @@ func (p *peer) setLastError(err error) {
 	p.mu.Unlock()
 }
 
-// setURLs replaces the peer's URLs and ends a stream whose URL is no
+// setURLs replaces the peer's URLs and ends a reader whose URL is no
 // longer listed, so that it reconnects at once.
 func (p *peer) setURLs(urls []string) {
 	p.mu.Lock()
@@ -174,16 +178,18 @@ func (p *peer) setURLs(urls []string) {
 	}
 	p.urls = urls
 	p.urlIndex = 0
-	if p.streamCancel != nil && !slices.Contains(urls, p.streamURL) {
-		p.streamCancel()
-	}
-	select {
-	case p.redial <- struct{}{}:
-	default:
+	for kind := range numStreamKinds {
+		if p.streamCancel[kind] != nil && !slices.Contains(urls, p.streamURL[kind]) {
+			p.streamCancel[kind]()
+		}
+		select {
+		case p.redial[kind] <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// currentURL is the URL streams, snapshots, probes and forwarded requests
+// currentURL is the URL readers, snapshots, probes and forwarded requests
 // go to: the one that last worked, or the next to try.
 func (p *peer) currentURL() string {
 	p.mu.Lock()

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -15,6 +17,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/rafthttp"
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
 )
 
@@ -65,15 +68,21 @@ func (p *peer) sendSnapshot(m raftpb.Message) {
 	p.t.reportSnapshot(p.id, raft.SnapshotFinish)
 }
 
-// streamSnapshot POSTs the snapshot request body
+// streamSnapshot POSTs to the peer's rafthttp.SnapshotPath the body
 //
-//	frame(MsgSnap) | image length u64 | image | crc32c(image) u32
+//	MsgSnap ("message" encoding) | image length u64 | image | crc32c(image) u32
 //
+// marked with hdrSnapshotImage (an etcd member sends its bbolt database
+// after the message instead),
 // and waits for the peer to acknowledge it stored the image and stepped
 // the message.
 func (p *peer) streamSnapshot(m raftpb.Message) (int64, error) {
 	if m.Snapshot == nil {
 		return 0, errors.New("MsgSnap without a snapshot")
+	}
+	if !p.metastore.Load() {
+		// An etcd member would store the image as its bbolt database.
+		return 0, fmt.Errorf("peer %s is not known to be a MetaStore member yet: no stream to or from it has connected", p.label)
 	}
 	a := p.t.attached()
 	if a == nil || a.snapshots == nil {
@@ -85,11 +94,11 @@ func (p *peer) streamSnapshot(m raftpb.Message) (int64, error) {
 		return 0, fmt.Errorf("open snapshot image: %w", err)
 	}
 	defer img.Close()
-	prefix, err := appendFrame(nil, &m)
-	if err != nil {
+	var head bytes.Buffer
+	if err := rafthttp.NewMessageEncoder(&head).Encode(&m); err != nil {
 		return 0, err
 	}
-	prefix = binary.BigEndian.AppendUint64(prefix, uint64(img.Size))
+	prefix := binary.BigEndian.AppendUint64(head.Bytes(), uint64(img.Size))
 
 	ctx, cancel := context.WithCancel(p.ctx)
 	defer cancel()
@@ -109,13 +118,15 @@ func (p *peer) streamSnapshot(m raftpb.Message) (int64, error) {
 		ackMu.Unlock()
 	}()
 	url := p.currentURL()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+pathSnapshot, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+rafthttp.SnapshotPath, body)
 	if err != nil {
 		return 0, fmt.Errorf("build snapshot request: %w", err)
 	}
 	req.ContentLength = int64(len(prefix)) + img.Size + crc32.Size
 	p.t.setIdentity(req.Header, p.id)
-	resp, err := p.t.snapshots.Do(req)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set(hdrSnapshotImage, snapshotImageV1)
+	resp, err := p.t.calls.Do(req)
 	if err != nil {
 		if failure := body.readFailure(); failure != nil {
 			return 0, failure
@@ -205,6 +216,14 @@ func (b *snapshotBody) Read(p []byte) (int, error) {
 // member's snapshot store (durable before anyone may use it) and only then
 // steps the MsgSnap, as raftnode requires.
 func (t *Transport) serveSnapshot(w http.ResponseWriter, r *http.Request, from uint64, a *attachment) {
+	if r.Header.Get(hdrSnapshotImage) != snapshotImageV1 {
+		// An etcd member's snapshot: its bbolt database, which this member
+		// cannot take yet. The sender reports the snapshot failed.
+		t.metrics.snapshotRecvFailures.WithLabelValues(idString(from)).Inc()
+		t.logRefusal(from, http.StatusUnsupportedMediaType, "snapshot in etcd's bbolt format: this member takes only MetaStore images", r.RemoteAddr)
+		http.Error(w, "failed to save KV snapshot (snapshot in etcd's bbolt format is not supported by this member)", http.StatusUnsupportedMediaType)
+		return
+	}
 	if !t.enter() {
 		http.Error(w, "transport stopped", http.StatusServiceUnavailable)
 		return
@@ -255,8 +274,8 @@ func (t *Transport) receiveSnapshot(ctx context.Context, body io.Reader, from ui
 	if store == nil {
 		return raftpb.Message{}, 0, errors.New("member has no snapshot store yet")
 	}
-	fr := newFrameReader(body, t.cfg.MaxFrameSize)
-	m, size, err := readSnapshotHeader(fr)
+	br := bufio.NewReaderSize(body, readBufferSize)
+	m, size, err := readSnapshotHeader(br, uint64(t.cfg.MaxFrameSize))
 	if err != nil {
 		return m, 0, &badRequestError{err}
 	}
@@ -266,7 +285,7 @@ func (t *Transport) receiveSnapshot(ctx context.Context, body io.Reader, from ui
 	}
 	meta := m.Snapshot.Metadata
 	saveStart := time.Now()
-	st, err := store.SaveTimed(meta, &imageReceiver{r: fr.r, size: size})
+	st, err := store.SaveTimed(meta, &imageReceiver{r: br, size: size})
 	if err != nil {
 		return m, 0, fmt.Errorf("store snapshot %d: %w", meta.Index, err)
 	}
@@ -279,17 +298,18 @@ func (t *Transport) receiveSnapshot(ctx context.Context, body io.Reader, from ui
 	return m, size, nil
 }
 
-// readSnapshotHeader reads the MsgSnap frame and the image length.
-func readSnapshotHeader(fr *frameReader) (raftpb.Message, int64, error) {
-	var m raftpb.Message
-	if _, err := fr.readMessage(&m); err != nil {
+// readSnapshotHeader reads the MsgSnap (of at most limit bytes) and the
+// image length.
+func readSnapshotHeader(r io.Reader, limit uint64) (raftpb.Message, int64, error) {
+	m, err := rafthttp.NewMessageDecoder(r, limit).Decode()
+	if err != nil {
 		return m, 0, fmt.Errorf("read snapshot message: %w", noEOF(err))
 	}
 	if m.Type != raftpb.MsgSnap || m.Snapshot == nil || m.Snapshot.Metadata.Index == 0 || m.Snapshot.Metadata.Term == 0 {
 		return m, 0, fmt.Errorf("snapshot request carries %s, not a MsgSnap with a snapshot", m.Type)
 	}
 	var lenBuf [8]byte
-	if _, err := io.ReadFull(fr.r, lenBuf[:]); err != nil {
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
 		return m, 0, fmt.Errorf("read snapshot image length: %w", noEOF(err))
 	}
 	size := binary.BigEndian.Uint64(lenBuf[:])
@@ -323,4 +343,11 @@ func (ir *imageReceiver) WriteTo(w io.Writer) (int64, error) {
 		return n, fmt.Errorf("snapshot request has bytes after the image checksum (read %d, %v)", k, err)
 	}
 	return n, nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }

@@ -1,33 +1,206 @@
 package transport
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/metastore-io/metastore/internal/cluster/rafthttp"
 )
 
-// maxIdlePending is the largest encoding buffer a stream keeps between
-// messages; a bigger one (left by a huge message) is released.
-const maxIdlePending = 4 << 20
+// streamKind is one of etcd's two stream encodings (rafthttp package
+// doc). Each peer has one stream of each kind in each direction.
+type streamKind int
 
-var errStreamClosed = errors.New("stream closed")
+const (
+	// streamMessage carries any message but MsgSnap.
+	streamMessage streamKind = iota
+	// streamMsgApp carries only MsgApp, in the msgapp v2 encoding.
+	streamMsgApp
+	numStreamKinds
+)
 
-// runStream keeps one outgoing message stream to the peer open,
-// reconnecting with backoff until the peer is stopped.
-func (p *peer) runStream() {
+func (k streamKind) path() string {
+	if k == streamMsgApp {
+		return rafthttp.StreamMsgAppPath
+	}
+	return rafthttp.StreamMessagePath
+}
+
+// String is the stream's name in logs, as etcd names it.
+func (k streamKind) String() string {
+	if k == streamMsgApp {
+		return "stream MsgApp v2"
+	}
+	return "stream Message"
+}
+
+// writeBatchBytes is how much a stream writer encodes before it flushes,
+// when more messages are queued: a burst leaves in a few large writes, a
+// lone heartbeat at once.
+const writeBatchBytes = 64 << 10
+
+// readBufferSize is the buffer between a stream's connection and its
+// decoder.
+const readBufferSize = 64 << 10
+
+var errStreamReplaced = errors.New("replaced by a newer stream from the same peer")
+
+// outStream is the sending half of one stream to a peer: the peer opened
+// it (a GET to this member), and this member writes to the response.
+type outStream struct {
+	kind   streamKind
+	msgc   chan raftpb.Message
+	cancel context.CancelCauseFunc
+}
+
+// serveStream is the writer of a stream a peer opened: it attaches itself
+// as the peer's outgoing stream of its kind (replacing an older one),
+// answers 200, and writes queued messages, and a link heartbeat every
+// ConnTimeout/3, until the peer goes, the stream is replaced, the peer is
+// removed or the transport stops.
+func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request, p *peer, kind streamKind) {
+	if !t.enter() {
+		http.Error(w, "transport stopped", http.StatusServiceUnavailable)
+		return
+	}
+	defer t.wg.Done()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(p.ctx, func() { cancel(errors.New("peer removed or transport stopped")) })()
+
+	out := &outStream{kind: kind, msgc: make(chan raftpb.Message, t.cfg.QueueSize), cancel: cancel}
+	if old := p.out[kind].Swap(out); old != nil {
+		old.cancel(errStreamReplaced)
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	err := rc.Flush()
+	if err == nil {
+		if kind == streamMessage {
+			p.setActive(true)
+		}
+		p.logEvent("writer-connected-"+kind.String(), slog.LevelInfo, "established "+kind.String()+" to peer",
+			"remote-addr", r.RemoteAddr)
+		err = p.writeStream(ctx, w, rc, out)
+	}
+	if p.out[kind].CompareAndSwap(out, nil) {
+		if kind == streamMessage {
+			p.setActive(false)
+		}
+		p.drain(out)
+		t.reportUnreachable(p.id)
+		if c := context.Cause(ctx); c != nil && ctx.Err() != nil && !errors.Is(c, context.Canceled) {
+			err = c
+		}
+		p.setLastError(fmt.Errorf("%s to peer ended: %w", kind, err))
+		p.logEvent("writer-lost-"+kind.String(), slog.LevelWarn, "lost TCP streaming connection with remote peer",
+			"stream-writer-type", kind.String(), "err", err)
+	}
+}
+
+// writeStream encodes out's messages onto the response until ctx ends or
+// a write fails. Every batch of writes must finish within ConnTimeout.
+func (p *peer) writeStream(ctx context.Context, w io.Writer, rc *http.ResponseController, out *outStream) error {
+	bw := bufio.NewWriterSize(w, writeBatchBytes)
+	var enc interface{ Encode(*raftpb.Message) error }
+	if out.kind == streamMsgApp {
+		enc = rafthttp.NewAppEncoder(bw)
+	} else {
+		enc = rafthttp.NewMessageEncoder(bw)
+	}
+	heartbeat := time.NewTicker(p.t.cfg.ConnTimeout / 3)
+	defer heartbeat.Stop()
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	for {
+		var m raftpb.Message
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-heartbeat.C:
+			if err := rc.SetWriteDeadline(time.Now().Add(p.t.cfg.ConnTimeout)); err != nil {
+				return err
+			}
+			if err := enc.Encode(&rafthttp.LinkHeartbeat); err != nil {
+				return err
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+			continue
+		case m = <-out.msgc:
+		}
+		// A batch: this message and whatever else is queued, up to
+		// writeBatchBytes, then one flush.
+		if err := rc.SetWriteDeadline(time.Now().Add(p.t.cfg.ConnTimeout)); err != nil {
+			return err
+		}
+		msgs, bytes := 0, 0
+		for {
+			if size := m.Size(); size > p.t.cfg.MaxFrameSize {
+				p.drop()
+				p.log.Error("dropping raft message over the frame size limit", "type", m.Type, "bytes", size, "limit", p.t.cfg.MaxFrameSize)
+			} else {
+				if err := enc.Encode(&m); err != nil {
+					return err
+				}
+				msgs++
+				bytes += 8 + size
+			}
+			if bytes >= writeBatchBytes || len(out.msgc) == 0 {
+				break
+			}
+			m = <-out.msgc
+		}
+		err := flush()
+		p.metrics.sentMessages.Add(float64(msgs))
+		p.metrics.sentBytes.Add(float64(bytes))
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// drain drops what is left in a stream's queue after it ended: it was
+// meant for a connection that is gone, and raft resends what matters.
+func (p *peer) drain(out *outStream) {
+	for {
+		select {
+		case <-out.msgc:
+			p.drop()
+		default:
+			return
+		}
+	}
+}
+
+// runStream keeps this member's reader of one stream kind from the peer
+// open: it dials the peer's stream endpoint, steps what arrives into
+// raft, and reconnects with backoff until the peer is stopped.
+func (p *peer) runStream(kind streamKind) {
 	defer p.t.wg.Done()
-	bo := newBackoff(p.t.cfg.BackoffMin, p.t.cfg.BackoffMax, p.t.cfg.ID, p.id)
+	select {
+	case <-p.ctx.Done():
+		return
+	case <-p.t.attachedc:
+	}
+	bo := newBackoff(p.t.cfg.BackoffMin, p.t.cfg.BackoffMax, p.t.cfg.ID, p.id^uint64(kind))
 	failures := 0
 	for {
 		url := p.currentURL()
-		connected, err := p.streamOnce(url, failures)
+		connected, err := p.readStreamOnce(kind, url, failures)
 		if p.ctx.Err() != nil {
 			return
 		}
@@ -37,21 +210,25 @@ func (p *peer) runStream() {
 		if connected {
 			bo.reset()
 			failures = 0
-			p.logEvent("lost", slog.LevelWarn, "lost message stream to peer", "url", url, "err", err)
+			p.logEvent("reader-lost-"+kind.String(), slog.LevelWarn, "lost TCP streaming connection with remote peer",
+				"stream-reader-type", kind.String(), "url", url, "err", err)
 		} else {
 			failures++
-			p.nextURL()
-			kind, level := "unreachable", slog.LevelWarn
+			if kind == streamMessage {
+				p.nextURL()
+			}
+			event, level := "unreachable", slog.LevelWarn
 			var refused *refusedError
 			if errors.As(err, &refused) {
 				// Not ready yet (starting) is routine; any other refusal
 				// is a misconfiguration someone must fix.
-				kind, level = fmt.Sprintf("refused-%d", refused.status), slog.LevelError
+				event, level = fmt.Sprintf("refused-%d", refused.status), slog.LevelError
 				if refused.status == http.StatusServiceUnavailable {
 					level = slog.LevelInfo
 				}
 			}
-			p.logEvent(kind, level, "cannot open message stream to peer", "url", url, "attempt", failures, "err", err)
+			p.logEvent(event+"-"+kind.String(), level, "cannot open "+kind.String()+" from peer",
+				"url", url, "attempt", failures, "err", err)
 		}
 		timer := time.NewTimer(bo.next())
 		select {
@@ -59,35 +236,32 @@ func (p *peer) runStream() {
 			timer.Stop()
 			return
 		case <-timer.C:
-		case <-p.redial:
+		case <-p.redial[kind]:
 			timer.Stop()
 		}
 	}
 }
 
-// streamOnce opens a stream to url and feeds it from the queue until it
+// readStreamOnce opens one stream from url and steps its messages until it
 // breaks. connected says whether the peer accepted it.
-func (p *peer) streamOnce(url string, failures int) (connected bool, err error) {
+func (p *peer) readStreamOnce(kind streamKind, url string, failures int) (connected bool, err error) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	defer cancel()
 	p.mu.Lock()
-	p.streamURL, p.streamCancel = url, cancel
+	p.streamURL[kind], p.streamCancel[kind] = url, cancel
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
-		p.streamURL, p.streamCancel = "", nil
+		p.streamURL[kind], p.streamCancel[kind] = "", nil
 		p.mu.Unlock()
 	}()
 
-	// The HTTP/2 client notices a cancelled context only between body
-	// reads, so the body watches the context itself.
-	body := &streamBody{p: p, max: p.t.cfg.MaxFrameSize, closed: make(chan struct{}), done: ctx.Done()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+pathStream, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+kind.path()+"/"+idString(p.t.cfg.ID), nil)
 	if err != nil {
 		return false, fmt.Errorf("build stream request: %w", err)
 	}
 	p.t.setIdentity(req.Header, p.id)
-	// The peer answers the headers at once and then only reads: waiting
+	// The peer answers the headers at once and then only writes: waiting
 	// longer than HandshakeTimeout for them means it is not serving.
 	handshake := time.AfterFunc(p.t.cfg.HandshakeTimeout, cancel)
 	resp, err := p.t.streams.Do(req)
@@ -104,244 +278,103 @@ func (p *peer) streamOnce(url string, failures int) (connected bool, err error) 
 	if resp.StatusCode != http.StatusOK {
 		return false, p.t.refusal(p.id, url, resp)
 	}
-	// Nor does a response body read notice it: closing the body aborts
-	// the HTTP/2 stream, which is what ends the read below.
-	defer context.AfterFunc(ctx, func() { resp.Body.Close() })()
-
-	p.setActive(true)
-	p.logEvent("connected", slog.LevelInfo, "message stream to peer connected", "url", url, "failed-attempts", failures)
-	select {
-	case p.probeNow <- struct{}{}:
-	default:
+	if resp.Header.Get(hdrMember) != memberV1 {
+		return false, &refusedError{status: resp.StatusCode, msg: etcdPeerError(p.id, url, resp.Header).Error()}
 	}
-	// The peer never writes to the response: reading it returns when the
-	// stream ends, whichever side ended it.
-	_, err = io.Copy(io.Discard, resp.Body)
-	p.setActive(false)
-	cancel()
-	p.dropQueued()
+	p.metastore.Store(true)
+	// A body read does not notice a cancelled context by itself; closing
+	// the body ends it.
+	defer context.AfterFunc(ctx, func() { resp.Body.Close() })()
+	p.logEvent("reader-connected-"+kind.String(), slog.LevelInfo, "established "+kind.String()+" from peer",
+		"url", url, "failed-attempts", failures)
+	if kind == streamMessage {
+		select {
+		case p.probeNow <- struct{}{}:
+		default:
+		}
+	}
+	err = p.readStream(ctx, kind, bufio.NewReaderSize(resp.Body, readBufferSize))
 	p.t.reportUnreachable(p.id)
-	if err == nil {
+	if err == nil || errors.Is(err, io.EOF) {
 		err = errors.New("peer closed the stream")
 	}
 	return true, err
 }
 
-// streamBody is the request body of an outgoing stream: each Read blocks
-// for the first queued message, then encodes as many more as are queued
-// and fit, so a burst goes out in one DATA frame and one write, and a lone
-// heartbeat goes out at once (the HTTP/2 client flushes after every
-// Read). Only the client's body-writing goroutine calls Read.
-type streamBody struct {
-	p       *peer
-	max     int
-	pending []byte // the encoding of a message that did not fit a Read
-	off     int
-	closed  chan struct{}
-	once    sync.Once
-	done    <-chan struct{} // the stream's context
-}
-
-func (b *streamBody) Read(buf []byte) (int, error) {
-	n := 0
-	if b.off < len(b.pending) {
-		n = copy(buf, b.pending[b.off:])
-		b.off += n
-		if b.off < len(b.pending) {
-			return n, nil
-		}
-		b.resetPending()
+// readStream decodes a stream's messages and steps each into raft, in
+// order, dropping link heartbeats and anything not from the peer to this
+// member (a MsgSnap must come with its image, by POST).
+func (p *peer) readStream(ctx context.Context, kind streamKind, r io.Reader) error {
+	var dec interface {
+		Decode() (raftpb.Message, error)
 	}
-	msgs, bytes := 0, 0
-	defer func() {
-		b.p.metrics.sentMessages.Add(float64(msgs))
-		b.p.metrics.sentBytes.Add(float64(bytes))
-	}()
-	for n < len(buf) {
-		var m raftpb.Message
-		if n == 0 {
-			select {
-			case m = <-b.p.queue:
-			case <-b.closed:
-				return 0, errStreamClosed
-			case <-b.done:
-				return 0, errStreamClosed
-			}
-		} else {
-			select {
-			case m = <-b.p.queue:
-			default:
-				return n, nil
-			}
-		}
-		size := m.Size()
-		if size > b.max {
-			b.p.drop()
-			b.p.log.Error("dropping raft message over the frame size limit", "type", m.Type, "bytes", size, "limit", b.max)
-			continue
-		}
-		total := frameHeaderSize + size
-		msgs++
-		bytes += total
-		if total <= len(buf)-n {
-			if err := putFrame(buf[n:n+total], &m, size); err != nil {
-				return 0, err
-			}
-			n += total
-			continue
-		}
-		// Encode aside and hand out what fits; the rest goes first next time.
-		if cap(b.pending) < total {
-			b.pending = make([]byte, total)
-		}
-		b.pending = b.pending[:total]
-		if err := putFrame(b.pending, &m, size); err != nil {
-			return 0, err
-		}
-		b.off = copy(buf[n:], b.pending)
-		n += b.off
-		return n, nil
+	limit := uint64(p.t.cfg.MaxFrameSize)
+	if kind == streamMsgApp {
+		dec = rafthttp.NewAppDecoder(r, p.t.cfg.ID, p.id, limit)
+	} else {
+		dec = rafthttp.NewMessageDecoder(r, limit)
 	}
-	return n, nil
-}
-
-func (b *streamBody) resetPending() {
-	if cap(b.pending) > maxIdlePending {
-		b.pending = nil
-	}
-	b.pending, b.off = b.pending[:0], 0
-}
-
-// Close is called by the HTTP/2 client, possibly while Read blocks.
-func (b *streamBody) Close() error {
-	b.once.Do(func() { close(b.closed) })
-	return nil
-}
-
-// serveStream receives one peer's message stream and steps each message
-// into raft, in order.
-func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request, from uint64, a *attachment) {
-	if r.ProtoMajor != 2 {
-		http.Error(w, "the raft message stream needs HTTP/2 (cleartext, prior knowledge)", http.StatusHTTPVersionNotSupported)
-		return
-	}
-	in, ok := t.inbound.open(t, from, r)
-	if !ok {
-		http.Error(w, "transport stopped", http.StatusServiceUnavailable)
-		return
-	}
-	defer t.inbound.finish(t, in)
-	w.WriteHeader(http.StatusOK)
-	if err := http.NewResponseController(w).Flush(); err != nil {
-		return
-	}
-	label := idString(from)
-	receivedBytes := t.metrics.receivedBytes.WithLabelValues(label)
-	receivedMessages := t.metrics.receivedMessages.WithLabelValues(label)
-	receiveFailures := t.metrics.receivedFailures.WithLabelValues(label)
-	// Log through the peer's limiter: a flapping link must not flood.
-	logEvent := func(kind string, level slog.Level, msg string, attrs ...any) {
-		if p := t.peer(from); p != nil {
-			p.logEvent(kind, level, msg, attrs...)
-		}
-	}
-	logEvent("inbound-connected", slog.LevelInfo, "message stream from peer connected", "remote-addr", r.RemoteAddr)
-
-	fr := newFrameReader(r.Body, t.cfg.MaxFrameSize)
+	a := p.t.attached()
+	received := p.t.metrics.receivedBytes.WithLabelValues(p.label)
+	messages := p.t.metrics.receivedMessages.WithLabelValues(p.label)
+	failures := p.t.metrics.receivedFailures.WithLabelValues(p.label)
 	for {
-		var m raftpb.Message
-		n, err := fr.readMessage(&m)
+		m, err := dec.Decode()
 		if err != nil {
-			if in.ctx.Err() == nil && !errors.Is(err, io.EOF) {
-				receiveFailures.Inc()
-				logEvent("inbound-broken", slog.LevelWarn, "message stream from peer broke", "err", err)
+			if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+				failures.Inc()
 			}
-			return
+			return err
 		}
-		receivedBytes.Add(float64(n))
-		receivedMessages.Inc()
-		if m.To != t.cfg.ID || m.From != from || m.Type == raftpb.MsgSnap {
-			// A snapshot must come with its image, on the snapshot path.
-			logEvent("misaddressed", slog.LevelWarn, "dropping misaddressed message from peer", "type", m.Type,
+		if rafthttp.IsLinkHeartbeat(&m) {
+			continue
+		}
+		received.Add(float64(8 + m.Size()))
+		messages.Inc()
+		if m.To != p.t.cfg.ID || m.From != p.id || m.Type == raftpb.MsgSnap {
+			p.logEvent("misaddressed", slog.LevelWarn, "dropping misaddressed message from peer", "type", m.Type,
 				"from", idString(m.From), "to", idString(m.To))
 			continue
 		}
-		if err := a.raft.Step(in.ctx, m); err != nil {
-			if in.ctx.Err() != nil {
-				return
+		if err := a.raft.Step(ctx, m); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			t.log.Debug("raft refused a message from peer", "peer", label, "type", m.Type, "err", err)
+			p.log.Debug("raft refused a message from peer", "type", m.Type, "err", err)
 		}
 	}
 }
 
-// inboundStreams tracks the incoming message stream of each peer: one at a
-// time (a reconnecting peer's new stream replaces its old one), closed
-// when the peer is removed or the transport stops.
-type inboundStreams struct {
-	mu     sync.Mutex
-	byPeer map[uint64]*inboundStream
-}
-
-type inboundStream struct {
-	from   uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	// stopWatching undoes the context hooks below.
-	stopWatching []func() bool
-}
-
-// open registers a stream from a peer. Its context ends with the request,
-// with the transport, or when the stream is replaced or closed; then the
-// request body is closed too, which is what unblocks the reader.
-func (s *inboundStreams) open(t *Transport, from uint64, r *http.Request) (*inboundStream, bool) {
+// servePipeline steps one message a peer POSTed (etcd's pipeline, which
+// etcd members use while their streams are down).
+func (t *Transport) servePipeline(w http.ResponseWriter, r *http.Request, from uint64, a *attachment) {
 	if !t.enter() {
-		return nil, false
+		http.Error(w, "transport stopped", http.StatusServiceUnavailable)
+		return
 	}
+	defer t.wg.Done()
+	label := idString(from)
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(t.cfg.MaxFrameSize)+1))
+	if err != nil || len(body) > t.cfg.MaxFrameSize {
+		t.metrics.receivedFailures.WithLabelValues(label).Inc()
+		http.Error(w, "error reading raft message", http.StatusBadRequest)
+		return
+	}
+	var m raftpb.Message
+	if err := m.Unmarshal(body); err != nil || m.Type == raftpb.MsgSnap || m.To != t.cfg.ID {
+		t.metrics.receivedFailures.WithLabelValues(label).Inc()
+		http.Error(w, "error unmarshalling raft message", http.StatusBadRequest)
+		return
+	}
+	t.metrics.receivedBytes.WithLabelValues(label).Add(float64(len(body)))
+	t.metrics.receivedMessages.WithLabelValues(label).Inc()
 	ctx, cancel := context.WithCancel(r.Context())
-	in := &inboundStream{from: from, ctx: ctx, cancel: cancel}
-	in.stopWatching = []func() bool{
-		context.AfterFunc(t.ctx, cancel),
-		context.AfterFunc(ctx, func() { r.Body.Close() }),
+	defer cancel()
+	defer context.AfterFunc(t.ctx, cancel)()
+	if err := a.raft.Step(ctx, m); err != nil && ctx.Err() == nil {
+		t.log.Debug("raft refused a pipelined message", "peer", label, "type", m.Type, "err", err)
 	}
-	s.mu.Lock()
-	if old := s.byPeer[from]; old != nil {
-		old.cancel()
-	}
-	s.byPeer[from] = in
-	s.mu.Unlock()
-	return in, true
-}
-
-func (s *inboundStreams) finish(t *Transport, in *inboundStream) {
-	for _, stop := range in.stopWatching {
-		stop()
-	}
-	in.cancel()
-	s.mu.Lock()
-	if s.byPeer[in.from] == in {
-		delete(s.byPeer, in.from)
-	}
-	s.mu.Unlock()
-	t.wg.Done()
-}
-
-// close ends the stream from a peer, if any.
-func (s *inboundStreams) close(from uint64) {
-	s.mu.Lock()
-	if in := s.byPeer[from]; in != nil {
-		in.cancel()
-	}
-	s.mu.Unlock()
-}
-
-// closeAll ends every incoming stream.
-func (s *inboundStreams) closeAll() {
-	s.mu.Lock()
-	for _, in := range s.byPeer {
-		in.cancel()
-	}
-	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // enter registers a request that Stop must wait for; false once stopping.

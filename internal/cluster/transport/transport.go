@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/rafthttp"
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
 	"github.com/metastore-io/metastore/internal/raftnode"
 )
@@ -38,17 +39,25 @@ var (
 // between the members of one cluster. It implements raftnode.Transport.
 type Transport struct {
 	cfg     Config
+	self    rafthttp.Local // what this member says of itself to peers
 	log     *slog.Logger
 	metrics *metrics
-	// streams carries message streams, probes and forwarded requests;
-	// snapshots has its own connections so that an image being streamed
-	// never delays a heartbeat behind it in a TCP buffer.
-	streams   *http.Client
-	snapshots *http.Client
-	conns     *connTracker // of both clients
-	handler   http.Handler
+	// streams opens the readers' streams: one connection each, every
+	// read bounded by ConnTimeout. calls carries snapshots, probes and
+	// forwarded requests over pooled connections, bounded by their
+	// contexts.
+	streams *http.Client
+	calls   *http.Client
+	conns   *connTracker // of both clients
+	handler http.Handler
 
 	local atomic.Pointer[attachment]
+	// attachedc is closed once local is set: readers open their streams
+	// only then, since nothing they would receive before could be stepped.
+	attachedc  chan struct{}
+	attachOnce sync.Once
+	// removedOnce calls Config.OnRemoved once.
+	removedOnce sync.Once
 
 	// peers is replaced, never modified, so Send reads it without a lock;
 	// writers serialise on mu.
@@ -64,12 +73,11 @@ type Transport struct {
 	forwardMu       sync.RWMutex
 	forwardHandlers map[string]ForwardHandler
 
-	inbound  inboundStreams
 	refusals refusalLogs
 
 	ctx      context.Context // cancelled by Stop
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // peer goroutines and incoming streams
+	wg       sync.WaitGroup // peer goroutines and requests being served
 	stopOnce sync.Once
 }
 
@@ -96,49 +104,57 @@ func New(cfg Config) (*Transport, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	conns := newConnTracker(&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second})
 	t := &Transport{
-		cfg:             cfg,
+		cfg: cfg,
+		self: rafthttp.Local{ID: cfg.ID, ClusterID: cfg.ClusterID, ServerVersion: cfg.ServerVersion,
+			MinClusterVersion: cfg.MinClusterVersion, PeerURLs: cfg.LocalURLs},
 		log:             cfg.Logger.With("component", "transport", "local-member", idString(cfg.ID)),
 		metrics:         m,
-		streams:         newH2CClient(cfg, conns),
-		snapshots:       newH2CClient(cfg, conns),
+		streams:         newPeerClient(cfg, conns, cfg.ConnTimeout),
+		calls:           newPeerClient(cfg, conns, 0),
 		conns:           conns,
 		removed:         map[uint64]bool{},
 		forwardHandlers: map[string]ForwardHandler{},
-		inbound:         inboundStreams{byPeer: map[uint64]*inboundStream{}},
 		refusals:        refusalLogs{byKey: map[refusalKey]*logLimiter{}},
+		attachedc:       make(chan struct{}),
 		ctx:             ctx,
 		cancel:          cancel,
 	}
 	t.peers.Store(&map[uint64]*peer{})
 	t.handler = t.newHandler()
 	if cfg.Raft != nil {
-		t.local.Store(&attachment{raft: cfg.Raft, snapshots: cfg.Snapshots})
+		t.attach(&attachment{raft: cfg.Raft, snapshots: cfg.Snapshots})
 	}
 	return t, nil
 }
 
-// newH2CClient is an HTTP client that speaks only HTTP/2: over cleartext
-// TCP (prior knowledge, no upgrade round trip) to http:// peer URLs, and
-// over TLS (ALPN h2) to https:// ones when the transport has peer TLS.
-func newH2CClient(cfg Config, conns *connTracker) *http.Client {
-	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
+// newPeerClient is an HTTP/1.1 client to peers, as etcd's rafthttp
+// round trippers: cleartext to http:// URLs, TLS with the member's peer
+// certificates to https:// ones. ioTimeout > 0 makes it a stream client:
+// one connection per request, and a read or write that makes no progress
+// for ioTimeout fails (the peer writes a link heartbeat well within it).
+func newPeerClient(cfg Config, conns *connTracker, ioTimeout time.Duration) *http.Client {
+	dial := conns.DialContext
+	if ioTimeout > 0 {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := conns.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &deadlineConn{Conn: c, timeout: ioTimeout}, nil
+		}
+	}
 	tr := &http.Transport{
-		DialContext:        conns.DialContext,
-		Protocols:          &protocols,
-		DisableCompression: true,
-		IdleConnTimeout:    idleConnTimeout,
-		HTTP2: &http.HTTP2Config{
-			MaxReadFrameSize: maxHTTP2FrameSize,
-			SendPingTimeout:  cfg.ConnTimeout,
-			PingTimeout:      cfg.ConnTimeout,
-			WriteByteTimeout: cfg.ConnTimeout,
-		},
+		DialContext:         dial,
+		DisableCompression:  true,
+		DisableKeepAlives:   ioTimeout > 0,
+		IdleConnTimeout:     idleConnTimeout,
+		MaxIdleConnsPerHost: maxIdleConnsPerPeer,
+		// Never HTTP/2: etcd's peers speak HTTP/1.1 only.
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
 	if cfg.TLS != nil {
-		protocols.SetHTTP2(true)
 		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialTLS(ctx, cfg, conns, network, addr)
+			return dialTLS(ctx, cfg, dial, network, addr)
 		}
 	}
 	return &http.Client{Transport: tr}
@@ -147,7 +163,7 @@ func newH2CClient(cfg Config, conns *connTracker) *http.Client {
 // dialTLS opens a TLS connection to a peer with the configuration of the
 // moment, the handshake bounded by HandshakeTimeout. The TCP connection
 // is tracked, so Stop closes it like a cleartext one.
-func dialTLS(ctx context.Context, cfg Config, conns *connTracker, network, addr string) (net.Conn, error) {
+func dialTLS(ctx context.Context, cfg Config, dial func(context.Context, string, string) (net.Conn, error), network, addr string) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -159,8 +175,8 @@ func dialTLS(ctx context.Context, cfg Config, conns *connTracker, network, addr 
 	if tlsCfg.ServerName == "" {
 		tlsCfg.ServerName = host
 	}
-	tlsCfg.NextProtos = []string{"h2"}
-	raw, err := conns.DialContext(ctx, network, addr)
+	tlsCfg.NextProtos = []string{"http/1.1"}
+	raw, err := dial(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -174,17 +190,12 @@ func dialTLS(ctx context.Context, cfg Config, conns *connTracker, network, addr 
 	return tc, nil
 }
 
-// HTTP/2 settings of the peer listener and client: frames of up to 1 MiB
-// let a batch of messages go out in few DATA frames, and 4 MiB of
-// flow-control window per stream (8 per connection) keep a stream from
-// stalling on WINDOW_UPDATE round trips.
 const (
-	maxHTTP2FrameSize      = 1 << 20
-	streamReceiveWindow    = 4 << 20
-	connReceiveWindow      = 8 << 20
-	peerReadHeaderTimeout  = 5 * time.Second
-	idleConnTimeout        = 2 * time.Minute
-	maxPeerConcurrentCalls = 1000
+	peerReadHeaderTimeout = 5 * time.Second
+	idleConnTimeout       = 2 * time.Minute
+	// maxIdleConnsPerPeer keeps connections for concurrent forwarded
+	// calls (lease renewals from many clients) from being redialled.
+	maxIdleConnsPerPeer = 64
 )
 
 // Attach connects the transport to the local member: raftnode.Start calls
@@ -192,7 +203,14 @@ const (
 // open and before raft runs; until then raft traffic is refused. Only the
 // first call has an effect.
 func (t *Transport) Attach(local raftnode.Local) {
-	t.local.CompareAndSwap(nil, &attachment{raft: local, snapshots: local.Snapshots})
+	t.attach(&attachment{raft: local, snapshots: local.Snapshots})
+}
+
+func (t *Transport) attach(a *attachment) {
+	t.attachOnce.Do(func() {
+		t.local.Store(a)
+		close(t.attachedc)
+	})
 }
 
 func (t *Transport) attached() *attachment { return t.local.Load() }
@@ -201,26 +219,13 @@ func (t *Transport) attached() *attachment { return t.local.Load() }
 // listener's server, configured with ConfigureServer.
 func (t *Transport) Handler() http.Handler { return t.handler }
 
-// ConfigureServer enables cleartext HTTP/2 (prior knowledge) on the peer
-// listener's server, which the peer API requires, and applies the
-// transport's HTTP/2 window, frame and liveness settings. HTTP/1 stays
-// enabled for anything else served on the same port.
+// ConfigureServer prepares the peer listener's server for the peer API:
+// HTTP/1.1 only, as etcd's peers speak it (the streams are long-lived
+// responses; their writes carry their own deadlines, so the server has
+// no write timeout), and a bound on reading request headers.
 func (t *Transport) ConfigureServer(srv *http.Server) {
-	if srv.Protocols == nil {
-		srv.Protocols = new(http.Protocols)
-		srv.Protocols.SetHTTP1(true)
-		srv.Protocols.SetHTTP2(true)
-	}
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	srv.HTTP2 = &http.HTTP2Config{
-		MaxConcurrentStreams:          maxPeerConcurrentCalls,
-		MaxReadFrameSize:              maxHTTP2FrameSize,
-		MaxReceiveBufferPerStream:     streamReceiveWindow,
-		MaxReceiveBufferPerConnection: connReceiveWindow,
-		SendPingTimeout:               t.cfg.ConnTimeout,
-		PingTimeout:                   t.cfg.ConnTimeout,
-		WriteByteTimeout:              t.cfg.ConnTimeout,
-	}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
 	if srv.ReadHeaderTimeout == 0 {
 		srv.ReadHeaderTimeout = peerReadHeaderTimeout
 	}
@@ -286,7 +291,6 @@ func (t *Transport) RemovePeer(id uint64) {
 	}
 	t.removed[id] = true
 	t.mu.Unlock()
-	t.inbound.close(id)
 	if ok {
 		p.stop()
 		t.metrics.forgetPeer(idString(id))
@@ -325,6 +329,16 @@ func (t *Transport) Send(msgs []raftpb.Message) {
 	}
 }
 
+// reportRemoved passes on a peer's word that this member was removed.
+func (t *Transport) reportRemoved(peer uint64, err error) {
+	t.removedOnce.Do(func() {
+		t.log.Warn("a peer says this member was removed from the cluster", "peer", idString(peer), "err", err)
+		if t.cfg.OnRemoved != nil {
+			t.cfg.OnRemoved()
+		}
+	})
+}
+
 func (t *Transport) reportUnreachable(id uint64) {
 	if a := t.attached(); a != nil {
 		a.raft.ReportUnreachable(id)
@@ -347,7 +361,6 @@ func (t *Transport) Stop() {
 		peers := *t.peers.Load()
 		t.peers.Store(&map[uint64]*peer{})
 		t.mu.Unlock()
-		t.inbound.closeAll()
 		for _, p := range peers {
 			p.stop()
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/metastore-io/metastore/internal/cluster/rafthttp"
 	"github.com/metastore-io/metastore/internal/format/raftsnap"
 
 	"github.com/metastore-io/metastore/test/raftkit"
@@ -91,9 +93,10 @@ func TestSendToUnreachablePeerDropsAndReports(t *testing.T) {
 	a.tr.Send([]raftpb.Message{appMsg(1, 9, 1, nil)})
 }
 
-// TestStalledPeerDoesNotBlockSendOrOthers stalls peer 2 (its proxy stops
-// reading, so the stream's writes back up) while peer 3 must keep
-// receiving every message promptly and Send must keep returning.
+// TestStalledPeerDoesNotBlockSendOrOthers stalls peer 2 (the proxy its
+// streams from member 1 go through stops reading, so member 1's writes
+// back up) while peer 3 must keep receiving every message promptly and
+// Send must keep returning.
 func TestStalledPeerDoesNotBlockSendOrOthers(t *testing.T) {
 	// A ConnTimeout longer than the test: the stalled connection is never
 	// torn down for us, so only non-blocking queues can keep Send moving.
@@ -101,9 +104,11 @@ func TestStalledPeerDoesNotBlockSendOrOthers(t *testing.T) {
 	a := startMember(t, 1, 0xc1, slow)
 	b := startMember(t, 2, 0xc1, slow)
 	c := startMember(t, 3, 0xc1, slow)
-	px := newProxy(t, b.url)
-	mustAddPeer(t, a.tr, 2, px.url())
-	mustAddPeer(t, b.tr, 1, a.url)
+	// Member 2 reads what member 1 sends over the streams it opens to
+	// member 1's URL: through the proxy.
+	px := newProxy(t, a.url)
+	mustAddPeer(t, a.tr, 2, b.url)
+	mustAddPeer(t, b.tr, 1, px.url())
 	waitActive(t, a.tr, 2)
 	connect(t, a, c)
 
@@ -159,13 +164,14 @@ func TestClusterMismatchRefused(t *testing.T) {
 }
 
 func TestUnknownAndRemovedSendersRefused(t *testing.T) {
-	a := startMember(t, 1, 0xc1, nil)
+	removed := make(chan struct{})
+	a := startMember(t, 1, 0xc1, func(c *Config) { c.OnRemoved = func() { close(removed) } })
 	b := startMember(t, 2, 0xc1, nil)
 	mustAddPeer(t, a.tr, 2, b.url)
 	b.logs.waitFor(t, "member 1 is not a known member of cluster c1")
 	raftkit.WaitFor(t, "refusal recorded", func() bool {
 		st, _ := a.tr.PeerStatus(2)
-		return strings.Contains(st.LastError, "403")
+		return strings.Contains(st.LastError, "404") && strings.Contains(st.LastError, "error sender not found")
 	})
 
 	mustAddPeer(t, b.tr, 1, a.url)
@@ -183,8 +189,12 @@ func TestUnknownAndRemovedSendersRefused(t *testing.T) {
 	if _, ok := b.tr.PeerStatus(1); ok {
 		t.Fatal("removed peer still listed")
 	}
+	// The removed member is told, once (a second call would close twice).
+	receive(t, "OnRemoved", removed)
 }
 
+// TestUpdatePeerMovesTheStream: member 1's readers of member 2's streams
+// follow member 2's URLs.
 func TestUpdatePeerMovesTheStream(t *testing.T) {
 	a := startMember(t, 1, 0xc1, nil)
 	b := startMember(t, 2, 0xc1, nil)
@@ -201,8 +211,10 @@ func TestUpdatePeerMovesTheStream(t *testing.T) {
 		return st.Active && newPath.acceptCount() > 0
 	})
 	oldPath.setCut(true)
-	a.tr.Send([]raftpb.Message{{Type: raftpb.MsgHeartbeat, From: 1, To: 2, Commit: 5}})
-	b.raft.waitUntil(t, "heartbeat over the new URL", func(f *fakeRaft) bool { return len(f.steps) > 0 })
+	raftkit.WaitFor(t, "a heartbeat from member 2 over the new URL", func() bool {
+		b.tr.Send([]raftpb.Message{{Type: raftpb.MsgHeartbeat, From: 2, To: 1, Commit: 5}})
+		return len(a.raft.stepped()) > 0
+	})
 
 	if err := a.tr.UpdatePeer(9, []string{b.url}); !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("update of an unknown peer: %v", err)
@@ -308,7 +320,7 @@ func TestRaftTrafficRefusedUntilAttached(t *testing.T) {
 		st, _ := a.tr.PeerStatus(2)
 		return strings.Contains(st.LastError, "503")
 	})
-	a.logs.waitFor(t, "level=INFO", "cannot open message stream to peer", "raft is not running yet")
+	a.logs.waitFor(t, "level=INFO", "cannot open stream Message from peer", "raft is not running yet")
 
 	b.tr.Attach(attachedRaft{b.raft, b.snap})
 	waitActive(t, a.tr, 2)
@@ -342,4 +354,56 @@ func TestEtcdProbeAnswered(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&health); resp.StatusCode != http.StatusOK || err != nil || !health.OK {
 		t.Fatalf("probe: %s, %+v, %v", resp.Status, health, err)
 	}
+}
+
+// TestEtcdPeerRefused: until a member applies etcd's raft entries, raft
+// traffic from an etcd member (etcd's headers, no MetaStore mark) is
+// answered 412, which etcd logs and retries (a 403 or 410 would make it
+// stop itself), and a stream answered without the mark is not read.
+func TestEtcdPeerRefused(t *testing.T) {
+	m := startMember(t, 1, 0xc1, nil)
+	mustAddPeer(t, m.tr, 2, "http://127.0.0.1:1")
+	etcd := rafthttp.Local{ID: 2, ClusterID: 0xc1, ServerVersion: "3.5.21", MinClusterVersion: "3.0.0"}
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, rafthttp.StreamMessagePath + "/2"},
+		{http.MethodGet, rafthttp.StreamMsgAppPath + "/2"},
+		{http.MethodPost, rafthttp.PipelinePath},
+		{http.MethodPost, rafthttp.SnapshotPath},
+	} {
+		req, err := http.NewRequestWithContext(raftkit.Context(t), c.method, m.url+c.path, strings.NewReader(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		etcd.SetRequestHeaders(req.Header)
+		req.Header.Set(rafthttp.HeaderRaftTo, "1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusPreconditionFailed || strings.TrimSpace(string(body)) != refusedEtcdPeer {
+			t.Fatalf("%s %s from an etcd member: %s %q", c.method, c.path, resp.Status, body)
+		}
+	}
+	m.logs.waitFor(t, "level=ERROR", "member 2 is an etcd member (etcd 3.5.21)")
+
+	// An etcd member answering this member's stream: 200 without the mark.
+	etcdSide := http.NewServeMux()
+	etcdSide.HandleFunc("GET /raft/stream/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(rafthttp.HeaderServerVersion, "3.6.16")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(etcdSide)
+	defer srv.Close()
+	defer srv.CloseClientConnections()
+	if err := m.tr.UpdatePeer(2, []string{srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	raftkit.WaitFor(t, "the etcd peer's stream refused", func() bool {
+		st, _ := m.tr.PeerStatus(2)
+		return strings.Contains(st.LastError, "is an etcd member (etcd 3.6.16)")
+	})
 }

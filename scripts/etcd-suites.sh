@@ -74,15 +74,32 @@ mkdir -p "$out/bin"
 (cd tools/etcdtests && $GO build -o "$out/bin/summarize" ./summarize)
 
 # The suites read their fixtures (certificates) from ../fixtures and write
-# beside them, and the module cache is read-only: run from a copy.
+# beside them, and the module cache is read-only: run from a copy, laid
+# out as in etcd's repository: the tests module in tests/, below the
+# root, whose etcd.conf.yml.sample TestEtcdExampleConfig starts the
+# server with (../../etcd.conf.yml.sample from tests/e2e). The tests
+# module does not hold that file; the root module go.etcd.io/etcd/v3 does,
+# and tools/ has it (for the benchmark) at v3.6.8, as the module proxy
+# does not serve the root module at the tests' version: the sample has
+# not changed on the 3.6 branch since v3.6.0.
 src=$(cd tools/etcdtests && $GO list -m -f '{{.Dir}}' go.etcd.io/etcd/tests/v3)
-work=$out/src-$version
+(cd tools && $GO mod download go.etcd.io/etcd/v3)
+sample=$(cd tools && $GO list -m -f '{{.Dir}}' go.etcd.io/etcd/v3)/etcd.conf.yml.sample
+[[ -f $sample ]] || { echo "etcd-suites: $sample is missing" >&2; exit 2; }
+root_copy=$out/src-$version
+work=$root_copy/tests
 if [[ ! -d $work ]]; then
-	rm -rf "$work.tmp"
-	cp -r "$src" "$work.tmp"
-	chmod -R u+w "$work.tmp"
-	mv "$work.tmp" "$work"
+	rm -rf "$root_copy.tmp"
+	mkdir -p "$root_copy.tmp"
+	cp -r "$src" "$root_copy.tmp/tests"
+	chmod -R u+w "$root_copy.tmp"
+	rm -rf "$root_copy"
+	mv "$root_copy.tmp" "$root_copy"
 fi
+install -m 0644 "$sample" "$root_copy/etcd.conf.yml.sample"
+# The sample names no data dir: the server makes default.etcd (etcd) or
+# default.metastore in tests/e2e. Start each run without the last one's.
+rm -rf "$work/e2e/default.etcd" "$work/e2e/default.metastore"
 
 bindir=$out/bin-$target
 rm -rf "$bindir"
@@ -127,7 +144,7 @@ misc_tests=(TestAuthority TestMemberReplace TestMemberReplaceWithLearner)
 declare -A short_run=(
 	[common]='^(TestKVPut|TestKVGet|TestKVDelete|TestTxnSucc|TestLeaseGrantTimeToLive|TestWatch|TestMemberList|TestAuthEnable|TestStatus|TestCompact)$'
 	[e2e-ctl]='^(TestCtlV3Version|TestCtlV3PutTimeout|TestCtlV3GetFormat|TestCtlV3GetRev|TestCtlV3DelTimeout|TestCtlV3Lock|TestCtlV3Elect|TestCtlV3MemberList|TestCtlV3Snapshot|TestCtlV3WatchNoTLS)$'
-	[e2e-misc]='^(TestCurlV3KVBasicOperation|TestGateway|TestHTTPHealthHandler|TestConnectionMultiplexing|TestSnapshotCatchupEntriesFlag|TestBootstrapDefragFlag|TestEtcdListenMetricsURLsWithMissingClientTLSInfo)$'
+	[e2e-misc]='^(TestCurlV3KVBasicOperation|TestGateway|TestHTTPHealthHandler|TestConnectionMultiplexing|TestSnapshotCatchupEntriesFlag|TestBootstrapDefragFlag|TestEtcdExampleConfig|TestEtcdListenMetricsURLsWithMissingClientTLSInfo)$'
 )
 
 # hang_skips: the known failures that hang rather than fail, as a -skip

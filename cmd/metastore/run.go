@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/metastore-io/metastore/internal/kvstore"
 	"github.com/metastore-io/metastore/internal/member"
 	"github.com/metastore-io/metastore/internal/rocksdb"
+	"github.com/metastore-io/metastore/internal/server"
 	"github.com/metastore-io/metastore/pkg/etcdcompat"
 )
 
@@ -74,7 +76,13 @@ func run(ctx context.Context, o *options, fs *pflag.FlagSet, notes configFileNot
 	}
 	waitForStop(ctx, m, logger)
 	m.Stop()
-	return m.Err()
+	if err := m.Err(); !errors.Is(err, server.ErrRemoved) {
+		return err
+	}
+	// A member removed from its cluster has done what it was told: etcd
+	// exits 0 then, so that a supervisor restarting only on failure
+	// leaves it stopped.
+	return nil
 }
 
 // startGCHeadroom sizes the collector's headroom for a heap that is

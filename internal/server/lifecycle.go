@@ -86,6 +86,9 @@ func (s *Server) supervise() {
 		case <-s.stopping:
 			return
 		}
+		// etcd's two lines as its server loop stops on the removal.
+		s.log.Warn("server error", "error", ErrRemoved.Error())
+		s.log.Warn("data-dir used by this member must be removed")
 	}
 	s.shutdown()
 }

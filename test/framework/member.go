@@ -245,6 +245,16 @@ func (m *Member) Exited() <-chan struct{} {
 	return proc.exited
 }
 
+// LastExit is how the current run ended; false while it runs or when the
+// member was never started.
+func (m *Member) LastExit() (ExitStatus, bool) {
+	proc, err := m.current()
+	if err != nil || proc.running() {
+		return ExitStatus{}, false
+	}
+	return proc.status, true
+}
+
 // WaitReady polls the member until a Status RPC reports a leader and a
 // linearizable Get succeeds. It fails as soon as the process exits or ctx
 // ends.

@@ -42,12 +42,6 @@ func TestRemovedLeaderExitsCleanly(t *testing.T) {
 // runs again the others refuse its peer traffic as a removed member's,
 // and that refusal alone must stop it, as it stops etcd.
 func TestRemovedUnreachableMemberExits(t *testing.T) {
-	if target, err := framework.TargetFromEnv(); err == nil && target == framework.TargetMetaStore {
-		// The remaining members answer its streams 410 Gone, but the
-		// transport (internal/cluster/transport) does not tell the server
-		// that a peer calls this member removed.
-		t.Skip("MetaStore stops on its removal only once it applies it: the transport does not report a peer's 410 Gone")
-	}
 	ctx := testContext(t, clusterTestTimeout)
 	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
 	mc := newMemberClients(t, c)

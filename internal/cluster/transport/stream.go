@@ -91,12 +91,16 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request, p *peer,
 			"remote-addr", r.RemoteAddr)
 		err = p.writeStream(ctx, w, rc, out)
 	}
-	if p.out[kind].CompareAndSwap(out, nil) {
+	current := p.out[kind].CompareAndSwap(out, nil)
+	if dropped := p.drain(out); current || dropped > 0 {
+		// raft learns its messages may be lost, whether the stream is
+		// gone or replaced, and probes instead of pipelining.
+		t.reportUnreachable(p.id)
+	}
+	if current {
 		if kind == streamMessage {
 			p.setActive(false)
 		}
-		p.drain(out)
-		t.reportUnreachable(p.id)
 		if c := context.Cause(ctx); c != nil && ctx.Err() != nil && !errors.Is(c, context.Canceled) {
 			err = c
 		}
@@ -173,15 +177,17 @@ func (p *peer) writeStream(ctx context.Context, w io.Writer, rc *http.ResponseCo
 	}
 }
 
-// drain drops what is left in a stream's queue after it ended: it was
-// meant for a connection that is gone, and raft resends what matters.
-func (p *peer) drain(out *outStream) {
+// drain drops what is left in a stream's queue after it ended, and says
+// how much: it was meant for a connection that is gone, and raft resends
+// what matters.
+func (p *peer) drain(out *outStream) (dropped int) {
 	for {
 		select {
 		case <-out.msgc:
 			p.drop()
+			dropped++
 		default:
-			return
+			return dropped
 		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/metastore-io/metastore/internal/cluster/version"
 	"github.com/metastore-io/metastore/internal/kvstore"
 )
 
@@ -480,9 +481,8 @@ func (s *ClientServer) httpMux(gwmux *gw.ServeMux) *http.ServeMux {
 		}
 		mux.Handle("/v3/", gateway)
 	}
-	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(versionBody{Server: EtcdServerVersion, Cluster: clusterVersionOf(s.cfg.Member), Storage: storageVersionOf(s.cfg.Member)})
+	mux.HandleFunc(version.VersionsPath, func(w http.ResponseWriter, r *http.Request) {
+		version.ServeVersions(w, r, version.Versions{Server: EtcdServerVersion, Cluster: clusterVersionOf(s.cfg.Member), Storage: storageVersionOf(s.cfg.Member)})
 	})
 	for _, svc := range s.services {
 		mux.Handle(svc.path, svc)

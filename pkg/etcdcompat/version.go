@@ -4,6 +4,8 @@ import (
 	"context"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/metastore-io/metastore/internal/cluster/version"
 )
 
 // Versions MetaStore reports to etcd clients. MetaStore implements the
@@ -21,7 +23,7 @@ const (
 
 // clusterVersionNotDecided is /version's etcdcluster before a leader has
 // recorded the cluster version, as etcd says it.
-const clusterVersionNotDecided = "not_decided"
+const clusterVersionNotDecided = version.NotDecided
 
 // ClusterVersionMember is a Member that reports the cluster version
 // recorded through raft ("" until a leader has recorded one). A Member
@@ -65,12 +67,4 @@ func storageVersionOf(m Member) string {
 		}
 	}
 	return StorageVersion
-}
-
-// versionBody is /version's answer, etcd's version.Versions with its
-// fields in etcd's order.
-type versionBody struct {
-	Server  string `json:"etcdserver"`
-	Cluster string `json:"etcdcluster"`
-	Storage string `json:"storage"`
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +62,38 @@ func TestClusterVersionEntry(t *testing.T) {
 	}
 	if st.RaftIndex != 5 || st.Header.Revision != 2 {
 		t.Errorf("after one put: raft index %d, revision %d; want 5 and 2", st.RaftIndex, st.Header.Revision)
+	}
+}
+
+// TestPeerVersionEndpoints: a running member answers what etcd's members
+// ask it before they join its cluster, on its peer listener and as etcd:
+// /version (the same JSON as the client listener's, without a trailing
+// newline; only GET) and /downgrade/enabled ("false" while no downgrade
+// job is enabled). An etcd member that cannot read them refuses to join
+// ("incompatible with current running cluster").
+func TestPeerVersionEndpoints(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, framework.ClusterConfig{})
+	ctx := testContext(t, testTimeout)
+	mustPut(ctx, t, s.cli, "k", "v") // the cluster version is recorded by now
+	peer := s.member().PeerURL()
+
+	code, body, err := httpGet(ctx, peer+"/version")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET peer /version: %d %q %v", code, body, err)
+	}
+	if !strings.HasPrefix(body, `{"etcdserver":"3.6.`) ||
+		!strings.HasSuffix(body, `","etcdcluster":"3.6.0","storage":"3.6.0"}`) {
+		t.Fatalf("peer /version = %q, want etcd's JSON for 3.6 without a newline", body)
+	}
+	if _, client, err := httpGet(ctx, s.member().ClientURL()+"/version"); err != nil || client != body {
+		t.Fatalf("client /version %q (%v), peer %q: want the same", client, err, body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, peer+"/version", nil)
+	if code, body, err := doHTTP(req); err != nil || code != http.StatusMethodNotAllowed || body != "Method Not Allowed\n" {
+		t.Fatalf("POST peer /version: %d %q %v", code, body, err)
+	}
+	if code, body, err := httpGet(ctx, peer+"/downgrade/enabled"); err != nil || code != http.StatusOK || body != "false" {
+		t.Fatalf("GET peer /downgrade/enabled: %d %q %v", code, body, err)
 	}
 }

@@ -171,3 +171,24 @@ func TestLockServiceLockDelay(t *testing.T) {
 		}
 	}
 }
+
+func TestRocksDBStatsInterval(t *testing.T) {
+	o, _, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := o.rocksdbOptions(slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.StatsInterval != 0 {
+		t.Errorf("default stats interval %v, want 0 (off)", opts.StatsInterval)
+	}
+	o, _, err = parse(t, "--rocksdb-stats-interval=10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts, err = o.rocksdbOptions(slog.Default()); err != nil || opts.StatsInterval != 10*time.Second {
+		t.Errorf("--rocksdb-stats-interval=10s: %v, %v; want 10s", opts.StatsInterval, err)
+	}
+}

@@ -37,6 +37,9 @@ type Backend struct {
 	// compactMu serialises Compact calls; compaction itself runs
 	// alongside reads and writes.
 	compactMu sync.Mutex
+
+	// statsLog logs Stats every Options.StatsInterval; nil when off.
+	statsLog *statsLogger
 }
 
 var _ kvstore.Backend = (*Backend)(nil)
@@ -94,6 +97,9 @@ func Open(dir string, opts Options) (*Backend, error) {
 	}
 	b.current.Store(gen)
 	logger.Info("rocksdb backend open", "db", gen.path, "size", gen.size())
+	if opts.StatsInterval > 0 {
+		b.statsLog = startStatsLogger(b, opts.StatsInterval)
+	}
 	return b, nil
 }
 
@@ -272,6 +278,11 @@ func (g *generation) intProperty(name string) int64 {
 func (b *Backend) Close() error {
 	if !b.closed.CompareAndSwap(false, true) {
 		return ErrClosed
+	}
+	if b.statsLog != nil {
+		// Before the cache and the database go: a reading in progress
+		// holds a reference, and no new one can start once closed is set.
+		b.statsLog.close()
 	}
 	gen := b.current.Load()
 	// Read before dropping our reference: afterwards gen may be closed.

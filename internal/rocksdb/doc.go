@@ -137,7 +137,9 @@
 // index and filter blocks (the kernel's page cache holds the SST files
 // too); BloomBitsPerKey 10, whole-key filters skipped on the last level
 // because the MVCC layer only reads revisions it knows exist; Compression
-// lz4; WriteBufferSize 16 MiB; MaxWriteBuffers 4; MaxBackgroundJobs 4.
+// lz4; WriteBufferSize 16 MiB; MaxWriteBuffers 4; MaxBackgroundJobs 4;
+// StatsInterval 0 (RocksDB's statistics object off; Backend.Stats still
+// reads rocksdb.stats, and a positive interval logs both, stats.go).
 // Fixed choices: partitioned indexes and filters (4 KiB partitions, each
 // cached like a data block, under a pinned top-level index: a whole-file
 // index can outgrow a cache shard and is then read again on every Get),

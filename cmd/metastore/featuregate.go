@@ -169,7 +169,6 @@ func (g *featureGates) applyExperimental(changed func(string) bool) error {
 var gateNoEffect = map[string]string{
 	"LeaseCheckpoint":              "MetaStore always checkpoints lease TTLs through Raft and keeps them (etcd's behaviour with LeaseCheckpoint and LeaseCheckpointPersist on)",
 	"LeaseCheckpointPersist":       "MetaStore always checkpoints lease TTLs through Raft and keeps them (etcd's behaviour with LeaseCheckpoint and LeaseCheckpointPersist on)",
-	"SetMemberLocalAddr":           "MetaStore's peer transport lets the kernel pick the local address",
 	"StopGRPCServiceOnDefrag":      "MetaStore keeps its gRPC and health services up during defragmentation",
 	"TxnModeWriteWithSharedBuffer": "it is bbolt's read buffer sharing; MetaStore's transactions read the MVCC index directly",
 }

@@ -192,3 +192,21 @@ func TestRocksDBStatsInterval(t *testing.T) {
 		t.Errorf("--rocksdb-stats-interval=10s: %v, %v; want 10s", opts.StatsInterval, err)
 	}
 }
+
+// TestInferLocalAddr is etcd's choice of a member's local address under
+// SetMemberLocalAddr: the first advertised peer URL with an IP host that
+// is neither loopback nor unspecified.
+func TestInferLocalAddr(t *testing.T) {
+	for _, c := range []struct {
+		urls []string
+		want string
+	}{
+		{[]string{"https://10.0.0.5:2380"}, "10.0.0.5"},
+		{[]string{"http://127.0.0.1:2380", "http://0.0.0.0:2380", "http://peer.example:2380", "http://[fd00::7]:2380"}, "fd00::7"},
+		{[]string{"http://127.0.0.1:2380", "http://peer.example:2380"}, ""},
+	} {
+		if got := inferLocalAddr(c.urls, slog.New(slog.DiscardHandler)); got != c.want {
+			t.Errorf("inferLocalAddr(%v) = %q, want %q", c.urls, got, c.want)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"net/url"
 	"os/signal"
 	"runtime"
 	"syscall"
@@ -129,7 +131,34 @@ func memberConfig(o *options, fs *pflag.FlagSet, certs materials, registry *prom
 	cfg.Client.GatewayTarget, cfg.Client.GatewayCreds = ls.gatewayTarget, ls.gatewayCreds
 	o.ops.apply(&cfg.Server, &o.features)
 	o.raft.apply(&cfg.Server, fs)
+	if o.features.Enabled("SetMemberLocalAddr") {
+		cfg.Server.PeerLocalAddr = inferLocalAddr(cfg.Server.PeerURLs, logger)
+	}
 	return cfg, nil
+}
+
+// inferLocalAddr is etcd's InferLocalAddr (--feature-gates=
+// SetMemberLocalAddr=true): the first advertised peer URL whose host is
+// an IP address that is neither loopback nor unspecified becomes the
+// local address of the member's connections to its peers, so that a peer
+// checking the member's client certificate against the address it comes
+// from sees the advertised one. "" when there is none.
+func inferLocalAddr(peerURLs []string, logger *slog.Logger) string {
+	logger.Info("searching for a suitable member local address in AdvertisePeerURLs", "advertise-peer-urls", peerURLs)
+	for _, raw := range peerURLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue
+		}
+		addr, err := netip.ParseAddr(u.Hostname())
+		if err != nil || addr.IsLoopback() || addr.IsUnspecified() {
+			continue
+		}
+		logger.Info("setting member local address", "LocalAddr", addr.String())
+		return addr.String()
+	}
+	logger.Warn("unable to set a member local address due to lack of suitable local addresses", "advertise-peer-urls", peerURLs)
+	return ""
 }
 
 // memberListeners are the sockets the member is handed, bound, and how

@@ -48,6 +48,9 @@ type Config struct {
 	NewCluster          bool // --initial-cluster-state=new
 	PeerURLs            []string
 	ClientURLs          []string
+	// PeerLocalAddr, if set, is the IP address the member's connections
+	// to its peers are dialled from (etcd's SetMemberLocalAddr).
+	PeerLocalAddr string
 
 	SnapshotCount   uint64
 	MaxRequestBytes uint
@@ -416,6 +419,7 @@ func (s *Server) startRaft(who identity) error {
 		Metrics:   cfg.Metrics,
 		TLS:       cfg.PeerTLS,
 		LocalURLs: cfg.PeerURLs,
+		LocalAddr: cfg.PeerLocalAddr,
 		// A member removed while it could not hear of it learns it from
 		// the first peer that refuses it, and stops, as etcd does.
 		OnRemoved: s.removedFromCluster,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +65,11 @@ type Config struct {
 	// LocalURLs are this member's advertised peer URLs, announced in
 	// X-PeerURLs as etcd does. Optional.
 	LocalURLs []string
+
+	// LocalAddr, if set, is the IP address connections to peers are
+	// dialled from (etcd's SetMemberLocalAddr); otherwise the kernel
+	// picks it.
+	LocalAddr string
 
 	// OnRemoved, if set, is called once, from a transport goroutine, when
 	// a peer answers that it removed this member from the cluster (410 to
@@ -150,6 +157,9 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.QueueSize, defaultQueueSize)
 	setDefault(&c.MaxFrameSize, defaultMaxFrameSize)
 	setDefault(&c.MaxForwardSize, defaultMaxForwardSize)
+	if c.LocalAddr != "" && net.ParseIP(c.LocalAddr) == nil {
+		return c, fmt.Errorf("transport: config: LocalAddr %q is not an IP address", c.LocalAddr)
+	}
 	if c.BackoffMax < c.BackoffMin {
 		return c, errors.New("transport: config: BackoffMax is below BackoffMin")
 	}

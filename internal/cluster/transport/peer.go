@@ -22,7 +22,7 @@ const connLogInterval = 10 * time.Second
 // outgoing streams the peer opened (one per kind, each with its bounded
 // queue, written by serveStream), a reader per stream kind that this
 // member keeps open to the peer, a one-slot snapshot queue with its own
-// sender, and a prober. Four goroutines, all ended by stop.
+// sender, the pipeline's workers and a prober, all ended by stop.
 type peer struct {
 	t       *Transport
 	id      uint64
@@ -33,6 +33,9 @@ type peer struct {
 	// out are the outgoing streams by kind, nil while the peer has none
 	// open; Send reads them without a lock.
 	out [numStreamKinds]atomic.Pointer[outStream]
+	// pipeline holds messages for the pipeline workers (pipeline.go),
+	// used while no stream can carry them.
+	pipeline chan raftpb.Message
 	// snapq holds at most one snapshot: raft sends the next one to a
 	// follower only after the previous was reported.
 	snapq chan raftpb.Message
@@ -71,6 +74,7 @@ func newPeer(t *Transport, id uint64, urls []string) *peer {
 		label:    label,
 		log:      t.log.With("peer", label),
 		metrics:  t.metrics.forPeer(label),
+		pipeline: make(chan raftpb.Message, pipelineQueue),
 		snapq:    make(chan raftpb.Message, 1),
 		redial:   [numStreamKinds]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)},
 		probeNow: make(chan struct{}, 1),
@@ -85,9 +89,12 @@ func newPeer(t *Transport, id uint64, urls []string) *peer {
 // start launches the peer's goroutines; the caller holds t.mu and has
 // checked that the transport is not stopped, so t.wg.Wait has not begun.
 func (p *peer) start() {
-	p.t.wg.Add(2 + int(numStreamKinds))
+	p.t.wg.Add(2 + int(numStreamKinds) + pipelineWorkers)
 	for kind := range numStreamKinds {
 		go p.runStream(kind)
+	}
+	for range pipelineWorkers {
+		go p.runPipeline()
 	}
 	go p.runSnapshots()
 	go p.runProbes()
@@ -97,18 +104,25 @@ func (p *peer) start() {
 func (p *peer) stop() { p.cancel() }
 
 // enqueue queues a copy of m for an outgoing stream: a MsgApp for the
-// msgapp stream if the peer opened one, anything for the message stream.
-// It fails (and counts a drop) when the peer has no stream open that can
-// carry m or its queue is full.
+// msgapp stream if the peer opened one, anything for the message stream;
+// with neither open, for the pipeline, if the peer is known to be a
+// MetaStore member (see hdrMember). It fails (and counts a drop) when
+// none of these can take m or the queue is full.
 func (p *peer) enqueue(m *raftpb.Message) bool {
-	var out *outStream
+	var q chan raftpb.Message
 	if m.Type == raftpb.MsgApp {
-		out = p.out[streamMsgApp].Load()
+		if out := p.out[streamMsgApp].Load(); out != nil {
+			q = out.msgc
+		}
 	}
-	if out == nil {
-		out = p.out[streamMessage].Load()
+	if q == nil {
+		if out := p.out[streamMessage].Load(); out != nil {
+			q = out.msgc
+		} else if p.metastore.Load() {
+			q = p.pipeline
+		}
 	}
-	if out == nil {
+	if q == nil {
 		p.drop()
 		return false
 	}
@@ -119,7 +133,7 @@ func (p *peer) enqueue(m *raftpb.Message) bool {
 		queued.Entries = slices.Clone(queued.Entries)
 	}
 	select {
-	case out.msgc <- queued:
+	case q <- queued:
 		return true
 	default:
 		p.drop()

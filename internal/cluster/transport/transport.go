@@ -102,7 +102,11 @@ func New(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	conns := newConnTracker(&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second})
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	if cfg.LocalAddr != "" {
+		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(cfg.LocalAddr)}
+	}
+	conns := newConnTracker(dialer)
 	t := &Transport{
 		cfg: cfg,
 		self: rafthttp.Local{ID: cfg.ID, ClusterID: cfg.ClusterID, ServerVersion: cfg.ServerVersion,

@@ -419,3 +419,46 @@ func TestEtcdPeerRefused(t *testing.T) {
 		return strings.Contains(st.LastError, "is an etcd member (etcd 3.6.16)")
 	})
 }
+
+// TestPipelineWhenThePeerCannotOpenStreams: member 2 cannot reach member
+// 1 (its URL for member 1 is cut), so it opens no stream to member 1, and
+// member 1 has none to write to. Member 1's own streams from member 2 show
+// it a MetaStore member, so member 1 POSTs its messages to member 2 one by
+// one (etcd's pipeline) instead of dropping them.
+func TestPipelineWhenThePeerCannotOpenStreams(t *testing.T) {
+	a := startMember(t, 1, 0xc1, nil)
+	b := startMember(t, 2, 0xc1, nil)
+	cut := newProxy(t, a.url)
+	cut.setCut(true)
+	mustAddPeer(t, a.tr, 2, b.url)
+	mustAddPeer(t, b.tr, 1, cut.url())
+	b.logs.waitFor(t, "established stream Message to peer")
+
+	raftkit.WaitFor(t, "a heartbeat through the pipeline", func() bool {
+		a.tr.Send([]raftpb.Message{{Type: raftpb.MsgHeartbeat, From: 1, To: 2, Commit: 77}})
+		for _, m := range b.raft.stepped() {
+			if m.Type == raftpb.MsgHeartbeat && m.Commit == 77 {
+				return true
+			}
+		}
+		return false
+	})
+	if st, _ := a.tr.PeerStatus(2); st.Active {
+		t.Fatalf("member 1 has a stream to member 2 through a cut link: %+v", st)
+	}
+	// The other way round still goes by stream.
+	b.tr.Send([]raftpb.Message{{Type: raftpb.MsgHeartbeat, From: 2, To: 1, Commit: 78}})
+	a.raft.waitUntil(t, "a heartbeat by stream", func(f *fakeRaft) bool { return len(f.steps) > 0 })
+}
+
+// TestLocalAddr: with LocalAddr set (etcd's SetMemberLocalAddr) the
+// member's connections to its peers come from that address.
+func TestLocalAddr(t *testing.T) {
+	a := startMember(t, 1, 0xc1, func(c *Config) { c.LocalAddr = "127.0.0.2" })
+	b := startMember(t, 2, 0xc1, nil)
+	connect(t, a, b)
+	b.logs.waitFor(t, "established stream Message to peer", "remote-addr=127.0.0.2:")
+	if _, err := New(Config{ID: 1, ClusterID: 1, LocalAddr: "peer.example"}); err == nil {
+		t.Fatal("New took a LocalAddr that is not an IP address")
+	}
+}

@@ -36,6 +36,9 @@
 // readers wait until the local raft node is attached: nothing received
 // before could be stepped.
 //
+// A member's connections to its peers come from LocalAddr when set
+// (etcd's SetMemberLocalAddr), else from where the kernel routes them.
+//
 // Every request carries etcd's headers (rafthttp.Local.SetRequestHeaders:
 // sender ID, server and minimum cluster version, cluster ID, peer URLs)
 // and X-Raft-To. A receiver refuses, as etcd does and with etcd's answer
@@ -54,10 +57,14 @@
 // and then writes. Send never blocks the raft loop: it copies each message
 // (the Entries slice, not the entry data, which raft never modifies) into
 // the queue of the peer's msgapp stream if it is a MsgApp and that stream
-// is open, else of its message stream, and returns. When neither is open
-// or the queue is full, the message is dropped and raft told the peer is
+// is open, else of its message stream, and returns. With neither open it
+// goes to the pipeline (pipeline.go, etcd's): four workers POST queued
+// messages one by one to the peer's /raft, so a peer that cannot open
+// streams to this member (it refuses the peer's certificate, say) still
+// hears from it; only peers known to be MetaStore members get them. When
+// no queue can take the message, it is dropped and raft told the peer is
 // unreachable (once per Send per peer), which makes the leader probe it
-// instead of pipelining. The writer encodes what is queued, up to 64 KiB,
+// instead of sending appends optimistically; so is a failed POST. The writer encodes what is queued, up to 64 KiB,
 // then flushes, so a burst of appends leaves in one write while a lone
 // heartbeat is not delayed; an idle stream carries a link heartbeat every
 // ConnTimeout/3. Messages still queued when a stream ends are dropped.

@@ -45,6 +45,9 @@ func TestMixedKindLearnerRefusedSafely(t *testing.T) {
 				t.Fatal(err)
 			}
 			joiner.SetBinary(tc.joiner.BinaryPath(c.RepoRoot()))
+			if tc.joiner == framework.TargetEtcd {
+				joiner.WithoutEnvFlags() // --storage-engine and the like are MetaStore's
+			}
 			added := runEtcdctlRetrying(ctx, t, c.Etcdctl(), "member", "add", joiner.Name(), "--peer-urls="+joiner.PeerURL(), "--learner")
 			m := initialClusterLine.FindStringSubmatch(added)
 			if m == nil {

@@ -171,6 +171,15 @@ func (m *Member) SetBinary(path string) {
 	m.binary = path
 }
 
+// WithoutEnvFlags leaves E2E_EXTRA_FLAGS out of the member's next runs:
+// they are flags of the suite's target, and a member that runs another
+// server (SetBinary) would refuse them.
+func (m *Member) WithoutEnvFlags() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cfg.withEnvFlags = false
+}
+
 // SetEnv sets extra environment variables (KEY=value) for the member's
 // next runs; nil clears them.
 func (m *Member) SetEnv(env []string) {
